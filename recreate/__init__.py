@@ -1,0 +1,3 @@
+"""recreate: create and improve domain agents from their own experience."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,180 @@
+"""Trajectory schema v1: one agent run on one task.
+
+This is the contract between `recreate` (which writes trajectories) and `tapo_backend` (which trains
+from them). Messages are OpenAI chat format; steps carry what the sandbox observed and what the
+endpoint reported (usage, optional token ids and logprobs). Secrets never appear here.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+ExitStatus = Literal[
+    "submitted",  # the agent called submit
+    "max_steps",
+    "max_cost",
+    "format_errors",  # too many consecutive format errors
+    "error",  # an exception in the runtime (recorded in outcome.error)
+    "interrupted",  # killed/cancelled; the trajectory holds the steps so far
+    "running",
+]
+
+
+def new_id(prefix: str = "") -> str:
+    return f"{prefix}{uuid.uuid4().hex[:16]}"
+
+
+def utcnow() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ScaffoldRef(_Model):
+    name: str
+    version: str | None = None  # "v7"
+    hash: str | None = None
+
+
+class ModelInfo(_Model):
+    name: str
+    provider: str | None = None
+    base_url_host: str | None = None  # host only: never a full URL with credentials
+    sampling: dict[str, Any] = Field(default_factory=dict)
+
+
+class Usage(_Model):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float | None = None  # None = unknown price, never silently 0
+
+
+class Observation(_Model):
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int | None = None
+    duration_s: float = 0.0
+    timed_out: bool = False
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+
+
+class Step(_Model):
+    index: int
+    action: dict[str, Any] | None = None  # {"tool": name, "args": {...}} or {"format_error": text}
+    observation: Observation | None = None
+    usage: Usage = Field(default_factory=Usage)
+    token_ids: list[int] | None = None  # completion token ids, when the endpoint returned them
+    logprobs: list[float] | None = None  # per completion token
+    message_index: int | None = None  # index of the assistant message in `messages`
+    started_at: str | None = None
+    error: str | None = None
+
+
+class Outcome(_Model):
+    exit_status: ExitStatus = "running"
+    submission: str | None = None
+    error: str | None = None
+
+
+class Evaluation(_Model):
+    score: float
+    passed: bool
+    feedback: str = ""
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class Totals(_Model):
+    steps: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = 0.0
+    duration_s: float = 0.0
+    format_errors: int = 0
+
+
+class SandboxInfo(_Model):
+    backend: str
+    image: str | None = None
+
+
+class Trajectory(_Model):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    trajectory_id: str = Field(default_factory=lambda: new_id("t-"))
+    task_id: str
+    run_id: str | None = None
+    domain: str
+    scaffold: ScaffoldRef | None = None
+    model: ModelInfo | None = None
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    steps: list[Step] = Field(default_factory=list)
+    outcome: Outcome = Field(default_factory=Outcome)
+    evaluation: Evaluation | None = None
+    totals: Totals = Field(default_factory=Totals)
+    sandbox: SandboxInfo | None = None
+    seed: int | None = None
+    started_at: str = Field(default_factory=utcnow)
+    finished_at: str | None = None
+    code_version: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=None)
+
+    def save(self, path: str | Path) -> Path:
+        """Atomic write (temp + rename) so a crash never leaves half a file."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+        tmp.write_text(self.to_json(), encoding="utf-8")
+        tmp.replace(path)
+        return path
+
+
+class SchemaError(ValueError):
+    """A trajectory document that is not valid schema v1 (after migration)."""
+
+
+def migrate(doc: dict[str, Any]) -> dict[str, Any]:
+    """Bring an older document up to the current schema. v1 is the first version."""
+    version = doc.get("schema_version")
+    if version == SCHEMA_VERSION:
+        return doc
+    raise SchemaError(f"unknown trajectory schema_version {version!r} (this build reads {SCHEMA_VERSION})")
+
+
+def load_trajectory(source: str | Path | dict[str, Any]) -> Trajectory:
+    """Parse a trajectory from a path, JSON text or dict, migrating older versions; SchemaError if bad."""
+    if isinstance(source, dict):
+        doc = source
+    else:
+        text = Path(source).read_text(encoding="utf-8") if isinstance(source, Path) else source
+        if isinstance(source, str) and not source.lstrip().startswith("{"):
+            text = Path(source).read_text(encoding="utf-8")
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SchemaError(f"not valid JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise SchemaError("a trajectory must be a JSON object")
+    try:
+        return Trajectory.model_validate(migrate(doc))
+    except SchemaError:
+        raise
+    except Exception as exc:  # pydantic.ValidationError: report it as a schema problem
+        raise SchemaError(str(exc)) from exc
+
+
+def json_schema() -> dict[str, Any]:
+    return Trajectory.model_json_schema()
