@@ -64,7 +64,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
     return section
 
 
-def load_settings(home: str | Path | None = None, config_file: str | Path | None = None, **overrides: Any) -> Settings:
+def load_settings(
+    home: str | Path | None = None, config_file: str | Path | None = None, **overrides: Any
+) -> Settings:
     values: dict[str, Any] = {}
     cfg = Path(config_file or os.environ.get("RECREATE_CONFIG", "recreate.toml"))
     if cfg.is_file():

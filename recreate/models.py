@@ -1,0 +1,249 @@
+"""Chat-model factory, usage ledger and budgets.
+
+`make_chat_model(spec)` accepts a LangChain provider string ("openai:gpt-4.1-mini",
+"anthropic:claude-..."), a bare model name for an OpenAI-compatible server (with `base_url` or
+OPENAI_BASE_URL), or `"MODEL@http://host:port/v1"`. Retries for 429/5xx/timeouts are the provider
+client's own (`max_retries`, exponential backoff). Every call is recorded in a `UsageLedger` tagged with
+a role; a `Budget` on the ledger raises `BudgetExceeded` before a call that would start past a limit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.language_models import BaseChatModel
+from langchain_core.outputs import LLMResult
+
+from recreate.redact import redact
+
+ROLES = ("agent", "optimizer", "synthesis", "eval", "bootstrap")
+
+# USD per 1M tokens: (input, cached input, output). Models not listed are priced as unknown.
+PRICES: dict[str, tuple[float, float, float]] = {
+    "gpt-4.1": (2.00, 0.50, 8.00),
+    "gpt-4.1-mini": (0.40, 0.10, 1.60),
+    "gpt-4.1-nano": (0.10, 0.025, 0.40),
+    "gpt-4o": (2.50, 1.25, 10.00),
+    "gpt-4o-mini": (0.15, 0.075, 0.60),
+    "o4-mini": (1.10, 0.275, 4.40),
+}
+
+
+class ModelSpecError(ValueError):
+    """A model spec or endpoint setting that cannot work; the message names the fix."""
+
+
+class BudgetExceeded(RuntimeError):
+    """A budget limit was reached. `limit` names which one (usd, tokens, calls)."""
+
+    def __init__(self, limit: str, used: float, allowed: float):
+        super().__init__(f"budget exceeded: {limit} used {used:g} of {allowed:g}")
+        self.limit, self.used, self.allowed = limit, used, allowed
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_usd: float | None = None
+    max_tokens: int | None = None
+    max_calls: int | None = None
+
+    def check(self, ledger: UsageLedger) -> None:
+        t = ledger.totals()
+        for limit, used, allowed in (
+            ("usd", t["cost_usd"], self.max_usd),
+            ("tokens", t["prompt_tokens"] + t["completion_tokens"], self.max_tokens),
+            ("calls", t["calls"], self.max_calls),
+        ):
+            if allowed is not None and used >= allowed:
+                raise BudgetExceeded(limit, used, allowed)
+
+
+@dataclass
+class UsageRecord:
+    role: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    cost_usd: float | None  # None: unknown price, never recorded as $0
+    cost_source: str  # "provider", "price_table" or "unknown"
+    ts: float = field(default_factory=time.time)
+
+
+def price_call(
+    model: str, prompt: int, cached: int, completion: int, prices: dict | None = None
+) -> float | None:
+    table = {**PRICES, **{k: tuple(v) for k, v in (prices or {}).items()}}
+    name = model.split(":", 1)[-1]
+    rates = table.get(name) or next((v for k, v in table.items() if name.startswith(k + "-20")), None)
+    if rates is None:
+        return None
+    inp, cached_rate, out = rates
+    return ((prompt - cached) * inp + cached * cached_rate + completion * out) / 1e6
+
+
+class UsageLedger:
+    """Thread-safe record of every model call; optionally appended to a JSONL file."""
+
+    def __init__(
+        self, path: str | Path | None = None, *, budget: Budget | None = None, prices: dict | None = None
+    ):
+        self.path = Path(path) if path else None
+        self.budget = budget
+        self.prices = prices or {}
+        self._records: list[UsageRecord] = []
+        self._lock = threading.Lock()
+        if self.path and self.path.exists():
+            self._records = [
+                UsageRecord(**json.loads(line)) for line in self.path.read_text().splitlines() if line
+            ]
+
+    def record(self, rec: UsageRecord) -> None:
+        with self._lock:
+            self._records.append(rec)
+            if self.path:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with self.path.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps(asdict(rec)) + "\n")
+
+    def check_budget(self) -> None:
+        if self.budget:
+            self.budget.check(self)
+
+    def records(self, role: str | None = None) -> list[UsageRecord]:
+        with self._lock:
+            return [r for r in self._records if role is None or r.role == role]
+
+    def totals(self, role: str | None = None) -> dict[str, Any]:
+        recs = self.records(role)
+        return {
+            "calls": len(recs),
+            "prompt_tokens": sum(r.prompt_tokens for r in recs),
+            "completion_tokens": sum(r.completion_tokens for r in recs),
+            "cached_tokens": sum(r.cached_tokens for r in recs),
+            "cost_usd": sum(r.cost_usd for r in recs if r.cost_usd is not None),
+            "unpriced_calls": sum(r.cost_usd is None for r in recs),
+        }
+
+    def by_role(self) -> dict[str, dict[str, Any]]:
+        return {role: self.totals(role) for role in sorted({r.role for r in self.records()})}
+
+
+class LedgerCallback(BaseCallbackHandler):
+    """Checks the budget before each call and records usage after it."""
+
+    raise_error = True  # a BudgetExceeded raised in on_chat_model_start must stop the call
+
+    def __init__(self, ledger: UsageLedger, role: str, model: str):
+        self.ledger, self.role, self.model = ledger, role, model
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, **kw: Any) -> None:
+        self.ledger.check_budget()
+
+    def on_llm_end(self, response: LLMResult, **kw: Any) -> None:
+        for gens in response.generations:
+            for gen in gens:
+                msg = getattr(gen, "message", None)
+                if msg is not None:
+                    self.ledger.record(self._usage(msg))
+
+    def _usage(self, msg: Any) -> UsageRecord:
+        um = getattr(msg, "usage_metadata", None) or {}
+        meta = getattr(msg, "response_metadata", None) or {}
+        raw = meta.get("token_usage") or {}
+        prompt = int(um.get("input_tokens", raw.get("prompt_tokens", 0)) or 0)
+        completion = int(um.get("output_tokens", raw.get("completion_tokens", 0)) or 0)
+        cached = int((um.get("input_token_details") or {}).get("cache_read", 0) or 0)
+        model = meta.get("model_name") or self.model
+        if isinstance(raw.get("cost"), int | float):
+            cost, source = float(raw["cost"]), "provider"
+        else:
+            cost = price_call(model, prompt, cached, completion, self.ledger.prices)
+            source = "unknown" if cost is None else "price_table"
+        return UsageRecord(self.role, model, prompt, completion, cached, cost, source)
+
+
+def parse_spec(spec: str, base_url: str | None = None) -> tuple[str | None, str, str | None]:
+    """-> (provider or None, model name, base_url or None)."""
+    if not spec or not spec.strip():
+        raise ModelSpecError(
+            "empty model spec; pass --model (e.g. openai:gpt-4.1-mini) or set RECREATE_MODEL"
+        )
+    spec = spec.strip()
+    if "@http://" in spec or "@https://" in spec:
+        spec, base_url = spec.split("@", 1)
+    provider, _, name = spec.rpartition(":") if ":" in spec else ("", "", spec)
+    return provider or None, name, base_url
+
+
+def make_chat_model(
+    spec: str,
+    *,
+    base_url: str | None = None,
+    role: str = "agent",
+    ledger: UsageLedger | None = None,
+    temperature: float | None = None,
+    max_retries: int = 6,
+    timeout: float = 120.0,
+    logprobs: bool = False,
+    **kwargs: Any,
+) -> BaseChatModel:
+    """Build a LangChain chat model from a spec, wired to the usage ledger."""
+    provider, name, url = parse_spec(spec, base_url or os.environ.get("OPENAI_BASE_URL"))
+    if role not in ROLES:
+        raise ModelSpecError(f"unknown role {role!r}; one of {', '.join(ROLES)}")
+    callbacks = [LedgerCallback(ledger, role, name)] if ledger is not None else []
+    if temperature is not None:
+        kwargs["temperature"] = temperature
+    if url and provider in (None, "openai"):
+        from langchain_openai import ChatOpenAI
+
+        if not urlparse(url).scheme.startswith("http"):
+            raise ModelSpecError(f"base_url {redact(url)!r} is not an http(s) URL")
+        key = os.environ.get("OPENAI_API_KEY") or "EMPTY"  # local servers (vLLM, Ollama) accept any key
+        if logprobs:
+            kwargs["logprobs"] = True
+        return ChatOpenAI(
+            model=name,
+            base_url=url,
+            api_key=key,
+            max_retries=max_retries,
+            timeout=timeout,
+            callbacks=callbacks,
+            **kwargs,
+        )
+    provider = provider or "openai"
+    if provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
+        raise ModelSpecError(
+            "no OpenAI API key: set OPENAI_API_KEY, or OPENAI_BASE_URL for a vLLM/Ollama server, "
+            "or pass --model PROVIDER:MODEL"
+        )
+    if logprobs and provider == "openai":
+        kwargs["logprobs"] = True
+    from langchain.chat_models import init_chat_model
+
+    try:
+        return init_chat_model(
+            name,
+            model_provider=provider,
+            max_retries=max_retries,
+            timeout=timeout,
+            callbacks=callbacks,
+            **kwargs,
+        )
+    except (ValueError, ImportError) as exc:
+        raise ModelSpecError(f"cannot build model {spec!r}: {redact(str(exc)).splitlines()[0]}") from exc
+
+
+def endpoint_host(model: BaseChatModel) -> str | None:
+    """The host of the model's endpoint, for trajectories (never the full URL)."""
+    url = getattr(model, "openai_api_base", None) or getattr(model, "base_url", None)
+    return urlparse(str(url)).hostname if url else None

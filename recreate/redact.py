@@ -1,0 +1,50 @@
+"""Keep secrets out of logs, trajectories and sandboxes.
+
+A secret is the value of any environment variable whose name looks like one (…_API_KEY, …_TOKEN,
+…SECRET…, …PASSWORD…). `redact` replaces such values in text; `SecretFilter` does it for log records;
+`safe_env` drops such variables from an environment passed on to a child process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+
+_SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
+_KEY_SHAPES = re.compile(r"\b(sk-[A-Za-z0-9_\-]{16,}|xox[abp]-[A-Za-z0-9\-]{10,}|AKIA[0-9A-Z]{16})\b")
+MASK = "***"
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(_SECRET_NAME.search(name))
+
+
+def secret_values() -> list[str]:
+    vals = {v for k, v in os.environ.items() if is_secret_name(k) and len(v) >= 6}
+    return sorted(vals, key=len, reverse=True)  # longest first so a key's prefix never leaks a tail
+
+
+def redact(text: str) -> str:
+    for value in secret_values():
+        text = text.replace(value, MASK)
+    return _KEY_SHAPES.sub(MASK, text)
+
+
+def safe_env(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if not is_secret_name(k)}
+
+
+class SecretFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = redact(record.getMessage())
+        record.args = None
+        return True
+
+
+def install_log_redaction(logger_name: str = "") -> None:
+    """Redact secrets from every record that reaches the handlers of `logger_name` (root by default)."""
+    logger = logging.getLogger(logger_name)
+    for handler in logger.handlers or [logging.lastResort]:
+        if handler and not any(isinstance(f, SecretFilter) for f in handler.filters):
+            handler.addFilter(SecretFilter())

@@ -1,0 +1,146 @@
+import logging
+import threading
+from pathlib import Path
+
+import pytest
+
+from recreate.models import (
+    Budget,
+    BudgetExceeded,
+    ModelSpecError,
+    UsageLedger,
+    make_chat_model,
+    parse_spec,
+    price_call,
+)
+from recreate.redact import install_log_redaction
+from recreate.testing import Reply, text
+
+
+def test_parse_spec_forms():
+    assert parse_spec("openai:gpt-4.1-mini") == ("openai", "gpt-4.1-mini", None)
+    assert parse_spec("qwen3@http://localhost:8000/v1") == (None, "qwen3", "http://localhost:8000/v1")
+    assert parse_spec("llama3", "http://h/v1") == (None, "llama3", "http://h/v1")
+    with pytest.raises(ModelSpecError):
+        parse_spec("  ")
+
+
+def test_missing_key_names_the_fixes(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(ModelSpecError, match="OPENAI_API_KEY.*OPENAI_BASE_URL.*--model"):
+        make_chat_model("openai:gpt-4.1-mini")
+
+
+def test_unknown_provider_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(ModelSpecError, match="cannot build model"):
+        make_chat_model("nosuchprovider:model-x")
+
+
+def test_ledger_records_usage_and_provider_cost(openai_server):
+    ledger = UsageLedger()
+    openai_server.enqueue(text("a b c", cost=0.25), text("d e"))
+    model = make_chat_model("scripted", base_url=openai_server.url, ledger=ledger, role="optimizer")
+    model.invoke("hello")
+    model.invoke("hello")
+    recs = ledger.records()
+    assert [r.cost_source for r in recs] == ["provider", "unknown"]
+    assert recs[0].cost_usd == 0.25 and recs[1].cost_usd is None  # unknown price is never $0
+    assert recs[0].completion_tokens == 3 and recs[1].completion_tokens == 2
+    assert ledger.totals("optimizer")["unpriced_calls"] == 1
+    assert ledger.by_role().keys() == {"optimizer"}
+
+
+def test_price_table_and_cached_tokens():
+    assert price_call("gpt-4.1-mini", 1_000_000, 0, 1_000_000) == pytest.approx(2.0)
+    assert price_call("gpt-4.1-mini", 1_000_000, 1_000_000, 0) == pytest.approx(0.10)
+    assert price_call("openai:gpt-4.1-mini-2025-04-14", 1_000_000, 0, 0) == pytest.approx(0.40)
+    assert price_call("my-local-model", 10, 0, 10) is None
+    assert price_call(
+        "my-local-model", 1_000_000, 0, 0, {"my-local-model": (1.0, 0.5, 2.0)}
+    ) == pytest.approx(1.0)
+
+
+def test_ledger_totals_exact_under_concurrent_calls(openai_server, tmp_path: Path):
+    ledger = UsageLedger(tmp_path / "ledger.jsonl")
+    openai_server.responder = lambda body: text("one two three four", cost=0.001)
+    model = make_chat_model("scripted", base_url=openai_server.url, ledger=ledger)
+    errors: list[Exception] = []
+
+    def worker():
+        try:
+            for _ in range(5):
+                model.invoke("x")
+        except Exception as exc:  # pragma: no cover - surfaced by the assert below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    totals = ledger.totals()
+    assert totals["calls"] == 40
+    assert totals["completion_tokens"] == 40 * 4
+    assert totals["cost_usd"] == pytest.approx(0.04)
+    reloaded = UsageLedger(tmp_path / "ledger.jsonl")  # the JSONL file holds every call exactly once
+    assert reloaded.totals() == totals
+
+
+@pytest.mark.parametrize(
+    "fault", [Reply(status=429), Reply(status=500), Reply(status=503), Reply(delay_s=1.5)]
+)
+def test_retries_recover_from_faults(openai_server, fault):
+    openai_server.enqueue(fault, fault, text("recovered"))
+    ledger = UsageLedger()
+    model = make_chat_model("scripted", base_url=openai_server.url, ledger=ledger, timeout=0.5, max_retries=4)
+    assert model.invoke("x").content == "recovered"
+    assert len(openai_server.requests) == 3
+    assert ledger.totals()["calls"] == 1  # failed attempts are not billed
+
+
+def test_retries_give_up_after_max(openai_server):
+    openai_server.responder = lambda body: Reply(status=500)
+    model = make_chat_model("scripted", base_url=openai_server.url, max_retries=1)
+    with pytest.raises(Exception, match="500"):
+        model.invoke("x")
+    assert len(openai_server.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("budget", "limit"),
+    [(Budget(max_calls=2), "calls"), (Budget(max_usd=0.15), "usd"), (Budget(max_tokens=20), "tokens")],
+)
+def test_budget_exceeded_raises_before_the_next_call(openai_server, budget, limit):
+    openai_server.responder = lambda body: text("a b c d e", cost=0.1)
+    ledger = UsageLedger(budget=budget)
+    model = make_chat_model("scripted", base_url=openai_server.url, ledger=ledger)
+    with pytest.raises(BudgetExceeded) as info:
+        for _ in range(10):
+            model.invoke("x")
+    assert info.value.limit == limit
+    served = len(openai_server.requests)
+    assert served == ledger.totals()["calls"] <= 3
+
+
+def test_api_key_never_reaches_logs_or_ledger(openai_server, secret_env, tmp_path, caplog):
+    log_file = tmp_path / "run.log"
+    handler = logging.FileHandler(log_file)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        install_log_redaction()
+        ledger = UsageLedger(tmp_path / "ledger.jsonl")
+        model = make_chat_model("scripted", base_url=openai_server.url, ledger=ledger)
+        openai_server.enqueue(text("fine"))
+        model.invoke("hello")
+        logging.getLogger("recreate.test").warning("calling with key %s", secret_env)
+    finally:
+        root.removeHandler(handler)
+    assert openai_server.headers[0]["authorization"] == f"Bearer {secret_env}"  # it did reach the endpoint
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert secret_env not in path.read_text(errors="replace"), path
+    assert "calling with key ***" in log_file.read_text()
