@@ -1,0 +1,147 @@
+"""TrainConfig: every knob of a `tapo train` run, loadable from TOML or YAML.
+
+A config file holds the TrainConfig fields at its top level (or under a `[tapo]` table); `loss` is the
+keyword dict passed to `compute_policy_loss` and `lora` a table of LoraSettings (absent = full fine-tune).
+Unknown keys are errors that name the known ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tapo_backend.losses import LossConfigError
+from tapo_backend.losses.config import resolve
+
+
+class ConfigError(ValueError):
+    """A bad training configuration; the message names the problem."""
+
+
+ALGOS = ("grpo", "dapo", "dr_grpo", "gspo", "gspo_token", "ctpo", "tapo")
+ADVANTAGES = ("grpo", "dr_grpo", "loo")
+PRECISIONS = ("fp32", "bf16")
+
+
+@dataclass
+class LoraSettings:
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: list[str] | str = "all-linear"
+
+
+@dataclass
+class TrainConfig:
+    algo: str = "tapo"
+    loss: dict[str, Any] = field(default_factory=dict)  # compute_policy_loss keywords (clip_low, ...)
+    advantage: str = "grpo"  # grpo (group-normalised), dr_grpo (no std), loo (leave-one-out)
+    min_group_size: int = 2
+    drop_zero_variance: bool = True
+    recompute_old_logprobs: bool = False  # True: old = the model's at each iteration, logged ones feed TIS
+    max_length: int | None = None  # tokens per trajectory; longer ones are cut (their tail is not trained)
+    lr: float = 1e-6
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    epochs: int = 1  # passes over the logged data; behaviour log-probs not in the logs are taken per pass
+    max_steps: int | None = None  # optimizer steps; caps `epochs`
+    micro_batch_size: int = 4  # trajectories per forward/backward on one device
+    grad_accumulation: int = 1  # micro-batches per optimizer step (per device)
+    max_grad_norm: float | None = 1.0
+    precision: str = "fp32"
+    gradient_checkpointing: bool = False
+    lora: LoraSettings | None = None
+    seed: int = 0
+    run_name: str = ""  # default: a UTC timestamp
+    output_dir: str = ""  # default: $RECREATE_HOME/tapo/<run_name>
+    save_every: int = 0  # optimizer steps between checkpoints; 0 = only at the end
+    log_every: int = 1
+    tensorboard: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.lora, dict):
+            self.lora = _build(LoraSettings, self.lora, "lora")
+        if not self.run_name:
+            self.run_name = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        if not self.output_dir:
+            home = Path(os.environ.get("RECREATE_HOME") or ".recreate").expanduser()
+            self.output_dir = str(home / "tapo" / self.run_name)
+        self.validate()
+
+    def validate(self) -> None:
+        _choice("algo", self.algo, ALGOS)
+        _choice("advantage", self.advantage, ADVANTAGES)
+        _choice("precision", self.precision, PRECISIONS)
+        for name in ("micro_batch_size", "grad_accumulation", "epochs", "min_group_size", "log_every"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.lr <= 0:
+            raise ConfigError(f"lr must be > 0, got {self.lr}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ConfigError(f"max_steps must be >= 1 or unset, got {self.max_steps}")
+        if not isinstance(self.loss, dict):
+            raise ConfigError("loss must be a table of compute_policy_loss options")
+        try:
+            resolve(self.algo, **self.loss)
+        except (LossConfigError, TypeError) as exc:
+            raise ConfigError(f"loss: {exc}") from exc
+
+    @property
+    def batch_size(self) -> int:
+        """Trajectories per optimizer step on one device."""
+        return self.micro_batch_size * self.grad_accumulation
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+
+
+def _build(cls: type, values: dict[str, Any], where: str) -> Any:
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ConfigError(f"unknown {where} key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
+def load_config(path: str | Path | None = None, **overrides: Any) -> TrainConfig:
+    """TrainConfig from a TOML/YAML file (optional) with keyword overrides on top (None = not given)."""
+    values: dict[str, Any] = {}
+    if path is not None:
+        values.update(read_config_file(Path(path)))
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return _build(TrainConfig, values, "config")
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix == ".toml":
+            data = tomllib.loads(text)
+        elif path.suffix in (".yaml", ".yml"):
+            data = yaml.safe_load(text) or {}
+        else:
+            raise ConfigError(f"{path}: config files are .toml, .yaml or .yml")
+    except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(
+            f"{path}: malformed {path.suffix[1:].upper()} ({' '.join(str(exc).split())})"
+        ) from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a table of settings at the top level")
+    return data.get("tapo", data)
