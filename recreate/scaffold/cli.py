@@ -1,0 +1,184 @@
+"""`recreate scaffold ...`: validate, inspect and version scaffolds."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from recreate.scaffold.errors import ScaffoldValidationError
+from recreate.scaffold.load import load_scaffold
+from recreate.scaffold.model import Scaffold
+from recreate.scaffold.render import render_instance, render_system
+from recreate.scaffold.store import ScaffoldStore
+
+app = typer.Typer(help="Validate, inspect and version scaffolds.", no_args_is_help=True)
+console = Console()
+
+StoreOption = typer.Option(None, "--store", help="Store root (default: <RECREATE_HOME>/scaffolds).")
+
+
+def _store(root: Path | None) -> ScaffoldStore:
+    return ScaffoldStore(root)
+
+
+def _load(source: str, root: Path | None) -> Scaffold:
+    return load_scaffold(source, store=_store(root))
+
+
+def _report_problems(exc: ScaffoldValidationError) -> None:
+    table = Table(title=f"{exc.source or 'scaffold'}: {len(exc.problems)} problem(s)", title_justify="left")
+    for column in ("file", "field", "problem"):
+        table.add_column(column, overflow="fold")
+    for problem in exc.problems:
+        table.add_row(problem.file, problem.field or "-", problem.message)
+    console.print(table)
+
+
+@app.command()
+def validate(
+    source: str = typer.Argument(..., help="A scaffold directory or a stored ref (name@v3)."),
+    sandbox: str | None = typer.Option(
+        None, "--sandbox", help="Also run tool smoke tests: bwrap, local, docker."
+    ),
+    store: Path | None = StoreOption,
+) -> None:
+    """Check a scaffold; list every problem with its file and field (exit 1 if any)."""
+    try:
+        scaffold = _load(source, store).validate(sandbox=sandbox)
+    except ScaffoldValidationError as exc:
+        _report_problems(exc)
+        raise typer.Exit(1) from None
+    smoke = (
+        f"smoke tests passed in {sandbox}"
+        if sandbox
+        else "static checks only (pass --sandbox for smoke tests)"
+    )
+    console.print(
+        f"[green]valid[/green] {scaffold.name}: {len(scaffold.tools)} tools, {len(scaffold.rules)} rules, "
+        f"{len(scaffold.memory)} memory items; {smoke}"
+    )
+
+
+@app.command()
+def show(
+    source: str = typer.Argument(..., help="A scaffold directory or a stored ref."),
+    task: str | None = typer.Option(
+        None, "--task", help="Also render the instance prompt for this task text."
+    ),
+    store: Path | None = StoreOption,
+) -> None:
+    """Print a scaffold: its rendered system message, tools, memory and limits."""
+    scaffold = _load(source, store)
+    console.print(
+        f"[bold]{scaffold.ref or scaffold.name}[/bold]  domain={scaffold.domain}  "
+        f"hash={scaffold.content_hash()[:12]}  action_format={scaffold.action_format}"
+    )
+    console.print(f"limits: {scaffold.limits.model_dump()}")
+    console.rule("system message")
+    typer.echo(render_system(scaffold))
+    if task is not None:
+        console.rule("instance prompt")
+        typer.echo(render_instance(scaffold, task=task))
+    if scaffold.tools:
+        console.rule("tools")
+        for tool in scaffold.tools:
+            console.print(f"{tool.name} ({tool.language}): {tool.description}", markup=False)
+    if scaffold.memory:
+        console.rule("memory")
+        for item in scaffold.memory:
+            console.print(f"[{item.id}] {item.title} (+{item.helpful}/-{item.harmful})", markup=False)
+
+
+@app.command()
+def commit(
+    directory: Path = typer.Argument(..., help="A scaffold directory to store as the next version."),
+    message: str = typer.Option("", "--message", "-m"),
+    store: Path | None = StoreOption,
+) -> None:
+    """Store a scaffold directory as the next version of its name (validated first)."""
+    try:
+        info = _store(store).commit(load_scaffold(directory), message=message)
+    except ScaffoldValidationError as exc:
+        _report_problems(exc)
+        raise typer.Exit(1) from None
+    console.print(f"{info.ref} {info.hash[:12]}")
+
+
+@app.command()
+def apply(
+    ref: str = typer.Argument(..., help="The stored version to edit (name, name@v3)."),
+    ops_file: str = typer.Argument(..., help="JSON file with edit ops ('-' reads stdin)."),
+    sandbox: str | None = typer.Option(None, "--sandbox", help="Run tool smoke tests in this backend."),
+    message: str = typer.Option("", "--message", "-m"),
+    store: Path | None = StoreOption,
+) -> None:
+    """Apply edit ops to a stored version and store the result as its child (all or nothing)."""
+    text = sys.stdin.read() if ops_file == "-" else Path(ops_file).read_text(encoding="utf-8")
+    try:
+        info = _store(store).apply(ref, text, sandbox=sandbox, message=message)
+    except ScaffoldValidationError as exc:
+        _report_problems(exc)
+        raise typer.Exit(1) from None
+    console.print(f"{info.ref} {info.hash[:12]} (parent {info.parent})")
+
+
+@app.command()
+def diff(
+    a: str = typer.Argument(..., help="A scaffold directory or stored ref."),
+    b: str = typer.Argument(..., help="A scaffold directory or stored ref."),
+    store: Path | None = StoreOption,
+) -> None:
+    """Show what changed between two scaffolds, per component."""
+    console.print(
+        _store(store).diff(_load(a, store), _load(b, store)).render(), markup=False, highlight=False
+    )
+
+
+@app.command()
+def log(name: str = typer.Argument(...), store: Path | None = StoreOption) -> None:
+    """List the versions of a scaffold with their lineage and scores."""
+    scaffolds = _store(store)
+    head = scaffolds.head(name).version
+    table = Table(title=f"{name} ({scaffolds.root})", title_justify="left")
+    for column in ("version", "hash", "parent", "ops", "scores", "created", "rationale"):
+        table.add_column(column, overflow="fold")
+    for info in scaffolds.log(name):
+        latest = info.scores[-1]["scores"] if info.scores else {}
+        scores = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in latest.items())
+        marker = " (head)" if info.version == head else ""
+        table.add_row(
+            f"v{info.version}{marker}",
+            info.hash[:12],
+            info.parent or "-",
+            str(len(info.ops)),
+            scores or "-",
+            info.created_at,
+            (info.rationale or info.message).split("\n")[0][:80],
+        )
+    console.print(table)
+
+
+@app.command()
+def export(
+    ref: str = typer.Argument(..., help="The stored version to export."),
+    dest: Path = typer.Argument(..., help="A new directory."),
+    store: Path | None = StoreOption,
+) -> None:
+    """Write a stored version as a plain scaffold directory (lineage in .lineage.json)."""
+    out = _store(store).export(ref, dest)
+    console.print(f"exported {ref} to {out}")
+
+
+@app.command()
+def rollback(
+    name: str = typer.Argument(...),
+    to: str | None = typer.Option(None, "--to", help="Version to make head (default: the head's parent)."),
+    store: Path | None = StoreOption,
+) -> None:
+    """Move a scaffold's head back (versions are never deleted)."""
+    info = _store(store).rollback(name, to)
+    console.print(f"{name} head is now {info.ref}")

@@ -1,0 +1,267 @@
+"""A scaffold as a directory: read it (never executing anything), write it canonically, hash it.
+
+```
+scaffold.yaml            name, domain, description, system_prompt, instance_template, action_format,
+                         limits, tools: [names], rules: [...]
+tools/<name>/tool.yaml   description, args (JSON schema), smoke: {args, expect, exit_code}
+tools/<name>/main.py     or main.sh: the tool's code, run inside the sandbox
+memory.jsonl             one memory item per line
+```
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from recreate.scaffold.errors import Problem, ScaffoldError, ScaffoldValidationError
+from recreate.scaffold.model import ENTRY_FILES, MemoryItem, Scaffold, Tool
+
+SCAFFOLD_FILE = "scaffold.yaml"
+MEMORY_FILE = "memory.jsonl"
+TOOLS_DIR = "tools"
+TOOL_FILE = "tool.yaml"
+_SET_BY_LAYOUT = ("name", "language", "code")  # tool fields that come from the directory, not tool.yaml
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style for multi-line strings so prompts stay readable in diffs."""
+
+
+def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str_representer)
+
+
+def _dump_yaml(data: dict[str, Any]) -> bytes:
+    text = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+    return text.encode("utf-8")
+
+
+def canonical_files(scaffold: Scaffold) -> dict[str, bytes]:
+    """The directory contents (relative path -> bytes) that represent `scaffold` exactly."""
+    head = scaffold.model_dump(mode="json", exclude={"tools", "rules", "memory"})
+    head["tools"] = [tool.name for tool in scaffold.tools]
+    head["rules"] = [rule.model_dump(mode="json") for rule in scaffold.rules]
+    files = {SCAFFOLD_FILE: _dump_yaml(head)}
+    for tool in scaffold.tools:
+        spec = tool.model_dump(mode="json", include={"description", "args", "smoke"})
+        files[f"{TOOLS_DIR}/{tool.name}/{TOOL_FILE}"] = _dump_yaml(spec)
+        files[f"{TOOLS_DIR}/{tool.name}/{tool.entry_file}"] = tool.code.encode("utf-8")
+    lines = [json.dumps(item.model_dump(mode="json"), ensure_ascii=False) + "\n" for item in scaffold.memory]
+    files[MEMORY_FILE] = "".join(lines).encode("utf-8")
+    return files
+
+
+def content_hash(scaffold: Scaffold) -> str:
+    digest = hashlib.sha256()
+    for path, data in sorted(canonical_files(scaffold).items()):
+        digest.update(f"{path}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def write_dir(scaffold: Scaffold, dest: str | Path) -> Path:
+    """Write the canonical files into `dest`, which must not exist or be empty. Atomic: the files
+    appear all at once (written in a sibling temp directory, then renamed)."""
+    dest = Path(dest)
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise ScaffoldError(f"{dest} already exists and is not an empty directory; choose a new path")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        for rel, data in canonical_files(scaffold).items():
+            path = tmp / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        if dest.exists():
+            dest.rmdir()
+        os.rename(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest
+
+
+def read_dir(path: str | Path) -> Scaffold:
+    """Load a scaffold directory. Reads text only (safe YAML, JSON): nothing is executed. Raises
+    ScaffoldValidationError listing every schema problem across all files."""
+    root = Path(path)
+    if not root.is_dir():
+        raise ScaffoldError(f"{root}: not a scaffold directory (expected a folder with {SCAFFOLD_FILE})")
+    problems: list[Problem] = []
+    head = _read_head(root, problems)
+    tools = _read_tools(root, head.get("tools"), problems)
+    memory = _read_memory(root, problems)
+    for entry in sorted(root.iterdir()):
+        if entry.name.startswith(".") or entry.name in (SCAFFOLD_FILE, MEMORY_FILE, TOOLS_DIR):
+            continue
+        problems.append(
+            Problem(
+                entry.name,
+                "",
+                f"unexpected file; a scaffold holds {SCAFFOLD_FILE}, {MEMORY_FILE} and {TOOLS_DIR}/",
+            )
+        )
+    if problems:
+        raise ScaffoldValidationError(problems, source=str(root))
+    return Scaffold.model_validate({**head, "tools": tools, "memory": memory})
+
+
+def _read_head(root: Path, problems: list[Problem]) -> dict[str, Any]:
+    data = _load_yaml(root / SCAFFOLD_FILE, SCAFFOLD_FILE, problems)
+    if data is None:
+        return {}
+    names = data.get("tools", [])
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        problems.append(Problem(SCAFFOLD_FILE, "tools", "must be a list of tool names"))
+        data["tools"] = []
+    try:
+        Scaffold.model_validate({**data, "tools": [], "memory": []})
+    except ValidationError as exc:
+        problems.extend(_schema_problems(exc, SCAFFOLD_FILE, skip=("tools", "memory")))
+    if "memory" in data:
+        problems.append(Problem(SCAFFOLD_FILE, "memory", f"memory items live in {MEMORY_FILE}"))
+    return data
+
+
+def _read_tools(root: Path, listed: Any, problems: list[Problem]) -> list[dict[str, Any]]:
+    listed = listed if isinstance(listed, list) and all(isinstance(n, str) for n in listed) else []
+    tools_dir = root / TOOLS_DIR
+    present = (
+        sorted(p.name for p in tools_dir.iterdir() if not p.name.startswith("."))
+        if tools_dir.is_dir()
+        else []
+    )
+    for name in present:
+        if name not in listed:
+            problems.append(
+                Problem(f"{TOOLS_DIR}/{name}", "", f"tool directory not listed in {SCAFFOLD_FILE} tools")
+            )
+    tools = []
+    for i, name in enumerate(listed):
+        if name not in present:
+            problems.append(Problem(SCAFFOLD_FILE, f"tools[{i}]", f"no directory {TOOLS_DIR}/{name}/"))
+            continue
+        tool = _read_tool(tools_dir / name, f"{TOOLS_DIR}/{name}", problems)
+        if tool is not None:
+            tools.append(tool)
+    return tools
+
+
+def _read_tool(folder: Path, rel: str, problems: list[Problem]) -> dict[str, Any] | None:
+    spec = _load_yaml(folder / TOOL_FILE, f"{rel}/{TOOL_FILE}", problems)
+    entries = [lang for lang, file in ENTRY_FILES.items() if (folder / file).exists()]
+    known = {TOOL_FILE, *ENTRY_FILES.values()}
+    for extra in sorted(
+        p.name for p in folder.iterdir() if p.name not in known and not p.name.startswith(".")
+    ):
+        problems.append(
+            Problem(
+                f"{rel}/{extra}",
+                "",
+                f"unexpected file; a tool holds {TOOL_FILE} and one of {', '.join(ENTRY_FILES.values())}",
+            )
+        )
+    if len(entries) != 1:
+        found = "both" if entries else "neither"
+        problems.append(
+            Problem(rel, "", f"needs exactly one of {', '.join(ENTRY_FILES.values())} (found {found})")
+        )
+    if spec is None or len(entries) != 1:
+        return None
+    for key in _SET_BY_LAYOUT:
+        if key in spec:
+            problems.append(Problem(f"{rel}/{TOOL_FILE}", key, "set by the directory layout, remove it"))
+    code_path = folder / ENTRY_FILES[entries[0]]
+    code = _read_text(code_path, f"{rel}/{code_path.name}", problems)
+    if code is None:
+        return None
+    tool = {**spec, "name": folder.name, "language": entries[0], "code": code}
+    try:
+        Tool.model_validate(tool)
+    except ValidationError as exc:
+        for p in _schema_problems(exc, f"{rel}/{TOOL_FILE}"):
+            file = f"{rel}/{code_path.name}" if p.field == "code" else p.file
+            field = "" if p.field == "code" else p.field
+            problems.append(Problem(file, field, p.message))
+        return None
+    return tool
+
+
+def _read_memory(root: Path, problems: list[Problem]) -> list[dict[str, Any]]:
+    text = _read_text(root / MEMORY_FILE, MEMORY_FILE, problems, missing_ok=True)
+    items = []
+    for number, line in enumerate((text or "").splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{MEMORY_FILE}:{number}"
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append(Problem(where, "", f"malformed JSON ({exc.msg} at column {exc.colno})"))
+            continue
+        try:
+            MemoryItem.model_validate(item)
+        except ValidationError as exc:
+            problems.extend(_schema_problems(exc, where))
+            continue
+        items.append(item)
+    return items
+
+
+def _read_text(path: Path, rel: str, problems: list[Problem], missing_ok: bool = False) -> str | None:
+    if path.is_symlink():
+        problems.append(Problem(rel, "", "is a symlink; scaffold files must be regular files"))
+        return None
+    if not path.exists():
+        if not missing_ok:
+            problems.append(Problem(rel, "", "missing"))
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except (UnicodeDecodeError, OSError) as exc:
+        problems.append(Problem(rel, "", f"unreadable as UTF-8 text ({exc})"))
+        return None
+
+
+def _load_yaml(path: Path, rel: str, problems: list[Problem]) -> dict[str, Any] | None:
+    text = _read_text(path, rel, problems)
+    if text is None:
+        return None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problems.append(Problem(rel, "", f"malformed YAML ({where}{getattr(exc, 'problem', None) or exc})"))
+        return None
+    if not isinstance(data, dict):
+        problems.append(Problem(rel, "", f"must be a YAML mapping, got {type(data).__name__}"))
+        return None
+    return data
+
+
+def _schema_problems(exc: ValidationError, file: str, skip: tuple[str, ...] = ()) -> list[Problem]:
+    problems = []
+    for err in exc.errors():
+        loc = err["loc"]
+        if loc and loc[0] in skip:
+            continue
+        field = ".".join(f"[{part}]" if isinstance(part, int) else str(part) for part in loc).replace(
+            ".[", "["
+        )
+        message = err["msg"] if err["type"] != "extra_forbidden" else "unknown field"
+        problems.append(Problem(file, field, message))
+    return problems

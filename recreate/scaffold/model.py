@@ -1,0 +1,141 @@
+"""The Scaffold: everything about a domain agent except the model.
+
+In memory a scaffold is one pydantic object; on disk it is a directory (see `recreate.scaffold.files`):
+`scaffold.yaml`, `tools/<name>/{tool.yaml, main.py|main.sh}` and `memory.jsonl`.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+if TYPE_CHECKING:
+    from recreate.experience.schema import ScaffoldRef
+    from recreate.sandbox.base import Sandbox, SandboxSpec
+    from recreate.scaffold.validate import Bounds
+
+NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"  # scaffold names: no "@" or "/" so refs stay unambiguous
+TOOL_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,47}$"  # also a valid function name for every tool-calling API
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+RESERVED_TOOL_NAMES = frozenset({"bash", "submit", "search_memory"})  # given by the agent runtime
+TOOL_ROOT = ".recreate_tools"  # where tool files live inside the sandbox workspace
+ActionFormat = Literal["tool_calls", "text"]
+Language = Literal["python", "bash"]
+ENTRY_FILES: dict[str, str] = {"python": "main.py", "bash": "main.sh"}
+INTERPRETERS: dict[str, str] = {"python": "python3", "bash": "bash"}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Rule(_Model):
+    id: str = Field(pattern=ID_PATTERN)
+    text: str = Field(min_length=1)
+    scope: str = "general"  # "general", or where it applies (a task family, a library, a tool)
+    origin: str = "seed"  # "seed", "optimizer", "human", ...
+    helpful: int = Field(0, ge=0)
+    harmful: int = Field(0, ge=0)
+
+
+class Limits(_Model):
+    max_steps: int = Field(50, gt=0)
+    max_cost_usd: float = Field(1.0, ge=0)
+    command_timeout_s: float = Field(60.0, gt=0)
+
+
+class SmokeTest(_Model):
+    """Run the tool once with `args`; it must exit with `exit_code` and print `expect` on stdout."""
+
+    args: dict[str, Any] = Field(default_factory=dict)
+    expect: str = ""
+    exit_code: int = 0
+
+
+class Tool(_Model):
+    """A scaffold tool: a script run INSIDE the sandbox with its arguments as one JSON argv item."""
+
+    name: str = Field(pattern=TOOL_NAME_PATTERN)
+    description: str = Field(min_length=1)
+    args: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    smoke: SmokeTest
+    language: Language
+    code: str = Field(min_length=1)
+
+    @property
+    def entry_file(self) -> str:
+        return ENTRY_FILES[self.language]
+
+    def sandbox_path(self, root: str = TOOL_ROOT) -> str:
+        """Path of the entry script inside the sandbox workspace."""
+        return f"{root}/{self.name}/{self.entry_file}"
+
+    def command(self, args: dict[str, Any], root: str = TOOL_ROOT) -> str:
+        """The shell command that runs this tool in a session where `install_tools` put its files."""
+        payload = json.dumps(args, ensure_ascii=False, separators=(",", ":"))
+        return f"{INTERPRETERS[self.language]} {shlex.quote(self.sandbox_path(root))} {shlex.quote(payload)}"
+
+
+class MemoryItem(_Model):
+    id: str = Field(pattern=ID_PATTERN)
+    title: str = Field(min_length=1)
+    content: str = Field(min_length=1)
+    tags: list[str] = Field(default_factory=list)
+    evidence: list[str] = Field(default_factory=list)  # trajectory ids
+    helpful: int = Field(0, ge=0)
+    harmful: int = Field(0, ge=0)
+
+
+class Scaffold(_Model):
+    name: str = Field(pattern=NAME_PATTERN)
+    domain: str = Field(min_length=1)
+    description: str = ""
+    system_prompt: str = Field(min_length=1)  # Jinja2 template (see recreate.scaffold.render)
+    instance_template: str = Field(min_length=1)  # Jinja2 template; must use {{ task }}
+    action_format: ActionFormat = "tool_calls"
+    limits: Limits = Field(default_factory=Limits)
+    tools: list[Tool] = Field(default_factory=list)
+    rules: list[Rule] = Field(default_factory=list)
+    memory: list[MemoryItem] = Field(default_factory=list)
+
+    _ref: str | None = PrivateAttr(None)  # "name@v7" when loaded from a store
+
+    @property
+    def ref(self) -> str | None:
+        """`name@vN` when this object came out of a store, else None."""
+        return self._ref
+
+    def content_hash(self) -> str:
+        """sha256 of the canonical files: equal for scaffolds with the same content."""
+        from recreate.scaffold.files import content_hash
+
+        return content_hash(self)
+
+    def scaffold_ref(self) -> ScaffoldRef:
+        """The trajectory's record of which scaffold ran."""
+        from recreate.experience.schema import ScaffoldRef
+
+        version = self._ref.split("@", 1)[1] if self._ref else None
+        return ScaffoldRef(name=self.name, version=version, hash=self.content_hash())
+
+    def tool(self, name: str) -> Tool:
+        for tool in self.tools:
+            if tool.name == name:
+                return tool
+        raise KeyError(f"scaffold {self.name!r} has no tool {name!r}")
+
+    def validate(  # type: ignore[override]
+        self,
+        sandbox: Sandbox | str | None = None,
+        bounds: Bounds | None = None,
+        spec: SandboxSpec | None = None,
+    ) -> Scaffold:
+        """Check everything (see `recreate.scaffold.validate`); raise ScaffoldValidationError listing
+        every problem. Smoke tests and shell syntax checks run only when a sandbox is given."""
+        from recreate.scaffold.validate import validate_scaffold
+
+        validate_scaffold(self, sandbox=sandbox, bounds=bounds, spec=spec)
+        return self
