@@ -1,0 +1,115 @@
+"""`recreate domain ...`: list the built-in domains, self-test an evaluation setup, build DS-1000's env."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from recreate.config import load_settings
+from recreate.domains.registry import domain_class, get_domain, list_domains
+from recreate.domains.selftest import SelfTestReport, count_jobs, run_selftest
+
+app = typer.Typer(
+    help="Task domains: list them, check their evaluation, set up their environments.", no_args_is_help=True
+)
+console = Console()
+
+
+@app.command("list")
+def list_command() -> None:
+    """Show the built-in domains."""
+    table = Table("domain", "what it is")
+    for name, summary in list_domains():
+        table.add_row(name, summary)
+    console.print(table)
+
+
+def _parse_options(pairs: list[str]) -> dict[str, object]:
+    options: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"--option takes KEY=VALUE, got {pair!r}")
+        for convert in (int, float):
+            try:
+                options[key] = convert(value)
+                break
+            except ValueError:
+                continue
+        else:
+            options[key] = value
+    return options
+
+
+@app.command("selftest")
+def selftest_command(
+    domain: str = typer.Argument(..., help="domain name (see `recreate domain list`)"),
+    data: Path = typer.Option(..., "--data", help="tasks file (.jsonl) or folder of them"),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="check only the first N tasks"),
+    concurrency: int = typer.Option(2, "--concurrency", min=1, help="evaluations at a time"),
+    sandbox: str | None = typer.Option(None, "--sandbox", help="sandbox backend (default: settings)"),
+    evaluator: str | None = typer.Option(None, "--evaluator", help="jsonl: command or module:function"),
+    option: list[str] = typer.Option([], "--option", "-o", help="domain option KEY=VALUE (repeatable)"),
+) -> None:
+    """Evaluate reference and wrong solutions; print per-group counts and the line
+    `reference_pass=X/Y wrong_pass=Z/Y`.
+    Exits 1 when a wrong solution passes (the evaluation cannot be trusted)."""
+    from recreate.sandbox import get_sandbox
+
+    options = _parse_options(option)
+    if evaluator is not None:
+        options["evaluator"] = evaluator
+    domain_class(domain)  # unknown names fail before any loading
+    loaded = get_domain(domain, data=data, **options)
+    tasks = loaded.tasks("all")[:limit] if limit else loaded.tasks("all")
+    box = get_sandbox(sandbox or load_settings().sandbox)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        bar = progress.add_task(f"selftest {domain}", total=count_jobs(loaded, tasks))
+        report = run_selftest(
+            loaded, box, tasks, concurrency=concurrency, on_done=lambda: progress.advance(bar)
+        )
+    print_report(report)
+    if report.false_passes:
+        raise typer.Exit(1)
+
+
+def print_report(report: SelfTestReport) -> None:
+    table = Table("group", "tasks", "reference pass", "wrong pass", title=f"selftest: {report.domain}")
+    for group, row in report.groups().items():
+        table.add_row(
+            group,
+            str(row["tasks"]),
+            f"{row['reference_pass']}/{row['with_reference']}",
+            f"{row['wrong_pass']}/{row['tasks']}",
+        )
+    console.print(table)
+    for check in report.reference_failures:
+        feedback = " ".join(check.reference.feedback.split())[:300]
+        console.print(f"[yellow]reference failed[/] {check.task_id}: {feedback}", soft_wrap=True)
+    for check in report.false_passes:
+        console.print(
+            f"[red]wrong solution passed[/] {check.task_id}: {check.false_passes!r}", soft_wrap=True
+        )
+    typer.echo(report.summary_line())
+
+
+@app.command("setup")
+def setup_command(
+    domain: str = typer.Argument(..., help="domain whose environment to build (ds1000)"),
+    path: Path | None = typer.Option(None, "--path", help="where (default: <RECREATE_HOME>/envs/ds1000)"),
+    python: str | None = typer.Option(None, "--python", help="a Python 3.11 to base it on"),
+) -> None:
+    """Build a domain's evaluation environment (idempotent). Only ds1000 needs one."""
+    from recreate.domains.ds1000_env import default_env_path, ensure_env
+
+    domain_class(domain)
+    if domain != "ds1000":
+        typer.echo(f"domain {domain!r} needs no environment setup")
+        return
+    target = path or default_env_path(load_settings().home)
+    ensure_env(target, python=python, echo=console.print)

@@ -1,0 +1,134 @@
+"""Helpers shared by the built-in domains: reading JSONL task files, zero scores with a reason,
+submission limits, and running a checker script in a fresh sandbox session."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from recreate.domains.base import Evaluation, Task
+from recreate.sandbox.base import Result, Sandbox, SandboxSpec
+
+MAX_SUBMISSION_BYTES = 256 * 1024  # a real answer or solution is far smaller; beyond this it is junk
+CHECKS_DIR = Path(__file__).parent / "checks"  # standalone scripts that run inside sandboxes
+
+
+class DomainDataError(ValueError):
+    """A task file cannot be read; the message names the file, the line and the fix."""
+
+
+def read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, object) for every non-blank line; a line that is not a JSON object is an error."""
+    if not path.is_file():
+        raise DomainDataError(
+            f"{path}: no such file; pass --data pointing at a .jsonl file or a folder of them"
+        )
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DomainDataError(
+                    f"{path}:{number}: not valid JSON ({exc.msg}); fix or remove the line"
+                ) from exc
+            if not isinstance(row, dict):
+                raise DomainDataError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
+            rows.append((number, row))
+    return rows
+
+
+def jsonl_files(data: str | Path) -> list[Path]:
+    """A .jsonl file, or every .jsonl file in a folder (sorted)."""
+    path = Path(data).expanduser()
+    if path.is_dir():
+        files = sorted(path.glob("*.jsonl"))
+        if not files:
+            raise DomainDataError(f"{path}: folder has no .jsonl files")
+        return files
+    if not path.exists():
+        raise DomainDataError(f"{path}: no such file or folder")
+    return [path]
+
+
+def first_field(row: dict[str, Any], names: tuple[str, ...]) -> Any:
+    """The value of the first of `names` present (and not null) in `row`, else None."""
+    for name in names:
+        if row.get(name) is not None:
+            return row[name]
+    return None
+
+
+def zero(reason: str, **details: Any) -> Evaluation:
+    """Score 0: the reason goes to the feedback the optimizer reads."""
+    return Evaluation(score=0.0, passed=False, feedback=reason, details={"error": reason, **details})
+
+
+def submission_problem(task: Task, submission: str | None) -> Evaluation | None:
+    """A zero score when the task or the submission cannot be judged at all, else None."""
+    if task.metadata.get("invalid"):
+        return zero(f"task {task.id} cannot be judged: {task.metadata['invalid']}")
+    if submission is None:
+        return zero("no submission: the agent finished without submitting anything")
+    if not isinstance(submission, str):
+        return zero(f"submission must be text, got {type(submission).__name__}")
+    size = len(submission.encode("utf-8", errors="replace"))
+    if size > MAX_SUBMISSION_BYTES:
+        return zero(
+            f"submission is {size} bytes, over the {MAX_SUBMISSION_BYTES}-byte limit; submit only the answer "
+            f"or solution code, not logs or data",
+            submission_bytes=size,
+        )
+    return None
+
+
+def tail(text: str, lines: int = 12, chars: int = 1500) -> str:
+    kept = "\n".join(text.rstrip().splitlines()[-lines:])
+    return kept[-chars:]
+
+
+@dataclass
+class CheckRun:
+    """What a checker script reported (its last `marker` JSON line), plus the raw process result."""
+
+    report: dict[str, Any] | None
+    result: Result | None
+    error: str | None = None
+
+
+def run_check(
+    sandbox: Sandbox,
+    spec: SandboxSpec,
+    script: str,
+    files: dict[str, str | bytes],
+    command: str,
+    timeout: float,
+) -> CheckRun:
+    """Run a checker script from CHECKS_DIR in a fresh session. The checker reads the per-run marker
+    from `marker.txt` (deleted before judged code runs) and prints `<marker> <json>` lines, merged in
+    order into the report, so output of the judged code cannot pose as the verdict by accident."""
+    marker = "RECREATE-VERDICT-" + secrets.token_hex(8)
+    try:
+        with sandbox.open(spec) as session:
+            session.put("check.py", (CHECKS_DIR / script).read_bytes())
+            session.put("marker.txt", marker)
+            for name, data in files.items():
+                session.put(name, data)
+            result = session.run(command, timeout=timeout)
+    except Exception as exc:  # evaluate() never raises: a broken sandbox scores 0 with the reason
+        return CheckRun(None, None, f"the evaluation sandbox failed: {exc}")
+    report: dict[str, Any] | None = None
+    for line in result.stdout.splitlines():
+        if line.startswith(marker + " "):
+            try:
+                part = json.loads(line[len(marker) + 1 :])
+            except json.JSONDecodeError:
+                continue
+            if isinstance(part, dict):
+                report = {**(report or {}), **part}
+    return CheckRun(report, result)

@@ -1,0 +1,229 @@
+"""`ds1000`: data-science coding problems judged by executing the problem's own test context.
+
+Each evaluation runs in a fresh sandbox with the pinned DS-1000 environment bound read-only (or, with
+`image=`, a container image that has it), `python -I` so no file in a working folder can shadow a
+library module, one working folder per problem, and single-threaded BLAS/OpenMP.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from pathlib import Path
+
+from recreate.domains.base import Evaluation, Split, Task
+from recreate.domains.common import (
+    DomainDataError,
+    jsonl_files,
+    read_jsonl,
+    run_check,
+    submission_problem,
+    tail,
+    zero,
+)
+from recreate.domains.ds1000_env import MPL_CACHE, default_env_path, env_python, is_ready
+from recreate.domains.splits import SplitPlan, check_unique_ids, select
+from recreate.sandbox.base import Sandbox, SandboxSpec, Session
+
+REQUIRED_FIELDS = ("prompt", "reference_code", "metadata", "code_context")
+WORKDIR = "/workspace"
+_THREADS = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+_FENCE = re.compile(r"```[a-zA-Z0-9_+-]*\n(.*?)```", re.DOTALL)
+_MARKER_LINES = {
+    "<code>",
+    "</code>",
+    "BEGIN SOLUTION",
+    "END SOLUTION",
+    "### BEGIN SOLUTION",
+    "### END SOLUTION",
+}
+
+
+def inserts_into_function_body(code_context: str) -> bool:
+    """True when `[insert]` is the body of a `def` (the solution must be indented)."""
+    lines = code_context.splitlines()
+    for index, line in enumerate(lines):
+        if line.strip() == "[insert]":
+            previous = [x for x in lines[:index] if x.strip()]
+            return bool(previous) and previous[-1].rstrip().endswith(":")
+    return False
+
+
+def normalize_solution(solution: str, code_context: str) -> str:
+    """Take the code out of a fenced block or <code> markers; indent a function body if it was not."""
+    fenced = _FENCE.findall(solution)
+    if fenced:
+        solution = fenced[0]
+    solution = "\n".join(x for x in solution.splitlines() if x.strip() not in _MARKER_LINES)
+    if inserts_into_function_body(code_context) and solution.strip():
+        code_lines = [x for x in solution.splitlines() if x.strip()]
+        if any(not x.startswith((" ", "\t")) for x in code_lines):
+            solution = textwrap.indent(textwrap.dedent(solution), "    ")
+    return solution
+
+
+class DS1000Domain:
+    name = "ds1000"
+
+    def __init__(
+        self,
+        data: str | Path,
+        *,
+        seed: int = 0,
+        train: float = 0.5,
+        val: float = 0.25,
+        env: str | Path | None = None,
+        image: str | None = None,
+        timeout: float = 120.0,
+        memory_mb: int = 4096,
+    ) -> None:
+        self.plan = SplitPlan(seed=seed, train=train, val=val)
+        self.image = image
+        self.env = None if image and env is None else Path(env or default_env_path()).absolute()
+        self.timeout = timeout
+        self.memory_mb = memory_mb
+        self._contexts: dict[str, str] = {}  # hidden test code, kept out of Task so no agent sees it
+        self._tasks = [task for path in jsonl_files(data) for task in _load_file(path, self._contexts)]
+        check_unique_ids(self._tasks, str(data))
+
+    def tasks(self, split: Split = "all") -> list[Task]:
+        return select(self._tasks, split, self.plan)
+
+    def prepare(self, task: Task, session: Session) -> None:
+        for name, content in task.files.items():
+            session.put(name, content)
+
+    def evaluate(self, task: Task, submission: str | None, sandbox: Sandbox) -> Evaluation:
+        problem = submission_problem(task, submission)
+        if problem:
+            return problem
+        if self.env is not None and not is_ready(self.env):
+            return zero(
+                f"the DS-1000 environment is missing at {self.env}; build it with "
+                "`recreate domain setup ds1000` "
+                f"(or scripts/ds1000_env.sh), or pass env=PATH"
+            )
+        code_context = self._contexts.get(task.id)
+        if code_context is None:
+            return zero(f"task {task.id} is not a task of this DS-1000 dataset")
+        solution = normalize_solution(submission, code_context)
+        details = {"library": task.metadata["library"], "problem_id": task.metadata["problem_id"]}
+        run = run_check(
+            sandbox,
+            self._spec(),
+            "ds1000_check.py",
+            self._files(code_context, solution),
+            f"{self._python()} -I check.py",
+            self.timeout,
+        )
+        if run.error:
+            return zero(run.error, **details)
+        if run.report is None:
+            result = run.result
+            if result.timed_out:
+                return zero(f"the solution did not finish within {self.timeout:.0f} s (timeout)", **details)
+            return zero(
+                f"the test process died without a verdict (exit {result.exit_code}); stderr tail:\n"
+                f"{tail(result.stderr)}",
+                **details,
+            )
+        details |= {k: v for k, v in run.report.items() if k != "passed"}
+        if run.report.get("passed"):
+            return Evaluation(score=1.0, passed=True, feedback="all test cases passed", details=details)
+        return Evaluation(score=0.0, passed=False, feedback=_failure_feedback(run.report), details=details)
+
+    def _python(self) -> str:
+        return str(env_python(self.env)) if self.env is not None else "python3"
+
+    def _spec(self) -> SandboxSpec:
+        home = f"{WORKDIR}/home"
+        env = {**_THREADS, "HOME": home, "MPLCONFIGDIR": f"{home}/mpl", "MPLBACKEND": "Agg"}
+        # bound at its own path: the font cache and the venv's pyvenv.cfg name absolute paths
+        binds = ((str(self.env), str(self.env)),) if self.env is not None else ()
+        return SandboxSpec(
+            image=self.image,
+            workdir=WORKDIR,
+            env=env,
+            ro_binds=binds,
+            memory_mb=self.memory_mb,
+            cpu_seconds=int(self.timeout) + 30,
+        )
+
+    def _files(self, code_context: str, solution: str) -> dict[str, str | bytes]:
+        problem = json.dumps({"code_context": code_context, "solution": solution})
+        files: dict[str, str | bytes] = {"problem.json": problem}
+        if self.env is not None:
+            for cache in sorted((self.env / MPL_CACHE).glob("fontlist-*.json")):
+                files[f"home/mpl/{cache.name}"] = cache.read_bytes()
+        return files
+
+    def wrong_submissions(self, task: Task) -> list[str]:
+        """Solutions that must never pass: nothing at all, and a body that does nothing."""
+        body = "    pass" if inserts_into_function_body(self._contexts.get(task.id, "")) else "pass"
+        return ["", body]
+
+    def describe(self) -> str:
+        return (
+            "DS-1000: data-science coding problems for NumPy, Pandas, SciPy, scikit-learn and Matplotlib "
+            "(pinned: numpy 1.26, pandas 1.5.3, scipy 1.12, scikit-learn 1.4, matplotlib 3.8). Each task "
+            "shows setup code that ends where the solution goes; the solution must usually assign the "
+            "answer to the variable named in the prompt (e.g. `result = ...`), or is the body of the "
+            "function `f` the prompt opens (then it must `return` the result; unindented bodies are "
+            "indented automatically). A submission is that Python code only: no setup code, no prints, "
+            "no plt.show(); code in ``` fences or <code> tags is unwrapped. Judging: the problem's hidden "
+            "tests run the solution on several inputs in a fresh sandbox without network; score 1 only "
+            "if every test passes. Some problems also forbid or require specific calls (checked on the "
+            "code's tokens). Feedback names the failing check, the exception, and for the first test "
+            "case the expected and the produced result."
+        )
+
+
+def _failure_feedback(report: dict) -> str:
+    lines = [
+        f"failed in {report.get('stage')}: {report.get('exception')}: {report.get('message') or ''}".rstrip()
+    ]
+    if report.get("stage") == "test_string":
+        lines.append("the code does not use the construct the problem requires (or uses a forbidden one)")
+    if report.get("failing_line"):
+        lines.append(f"failing check: {report['failing_line']}")
+    if "expected" in report:
+        lines.append(f"expected (test case 1): {report['expected']}")
+        lines.append(f"got: {report['got']}")
+    if report.get("exception") != "AssertionError" and report.get("traceback"):
+        lines.append("traceback tail:\n" + tail(report["traceback"], lines=8))
+    return "\n".join(lines)
+
+
+def _load_file(path: Path, contexts: dict[str, str]) -> list[Task]:
+    tasks = []
+    for number, row in read_jsonl(path):
+        metadata = row.get("metadata") if isinstance(row.get("metadata"), dict) else {}
+        problem_id = metadata.get("problem_id", f"line{number}")
+        missing = [f for f in REQUIRED_FIELDS if not row.get(f)]
+        meta = {
+            "problem_id": problem_id,
+            "library": metadata.get("library", "unknown"),
+            "category": metadata.get("library", "unknown"),
+            "perturbation_type": metadata.get("perturbation_type"),
+            "file": str(path),
+            "line": number,
+        }
+        if missing:
+            meta["invalid"] = f"{path}:{number} lacks {', '.join(missing)}"
+        elif "[insert]" not in row["code_context"]:
+            meta["invalid"] = f"{path}:{number}: code_context has no [insert] placeholder"
+        origin = metadata.get("perturbation_origin_id", problem_id)
+        contexts[f"ds1000-{problem_id}"] = row.get("code_context") or ""
+        tasks.append(
+            Task(
+                id=f"ds1000-{problem_id}",
+                prompt=row.get("prompt") or "",
+                group=f"ds1000-origin-{origin}",
+                reference=row.get("reference_code"),
+                metadata=meta,
+            )
+        )
+    if not tasks:
+        raise DomainDataError(f"{path}: no tasks in the file")
+    return tasks

@@ -1,0 +1,276 @@
+"""`jsonl`: a custom domain from a tasks file and an evaluator.
+
+Tasks file, one JSON object a line: `id`, `task` (the prompt), optional `files` ({path: text} put into
+the agent's workspace), optional `expected` (or `answer`/`reference`), optional `category`.
+
+Evaluator (`evaluator=`):
+- a shell command, run in a FRESH sandbox whose working folder holds `submission.txt` and `task.json`;
+  the evaluator's folder (default: the tasks file's folder) is bound read-only at /evaluator. Exit code
+  0 passes (score 1) and anything else fails (score 0), unless stdout's last JSON line
+  `{"score": 0..1, "feedback": "...", "passed": bool}` says otherwise.
+- `module:function` or `path/to/file.py:function`: the user's own trusted Python, called in this process
+  as `function(task, submission)`; it gets the submission as data and returns an Evaluation, a dict
+  like the JSON line above, a number (score) or a bool.
+- none: the submission must equal the task's expected answer (whitespace trimmed).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import re
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from recreate.domains.base import Evaluation, Split, Task
+from recreate.domains.common import (
+    DomainDataError,
+    first_field,
+    jsonl_files,
+    read_jsonl,
+    submission_problem,
+    tail,
+    zero,
+)
+from recreate.domains.splits import SplitPlan, check_unique_ids, select
+from recreate.sandbox.base import Sandbox, SandboxSpec, Session
+
+EXPECTED_FIELDS = ("expected", "expected_answer", "answer", "reference")
+EVALUATOR_MOUNT = "/evaluator"
+_CALLABLE = re.compile(r"(?:py:)?(?P<module>[\w.]+|[^\s:]+\.py):(?P<function>[A-Za-z_]\w*)")
+
+
+def is_callable_spec(evaluator: str) -> bool:
+    return _CALLABLE.fullmatch(evaluator.strip()) is not None
+
+
+def load_callable(spec: str, base: Path) -> Callable[[Task, str], Any]:
+    """Import `module:function` or `file.py:function` (a relative file is looked up beside the tasks file)."""
+    match = _CALLABLE.fullmatch(spec.strip())
+    if match is None:
+        raise DomainDataError(f"evaluator {spec!r} is not of the form module:function or file.py:function")
+    module_name, function = match["module"], match["function"]
+    if module_name.endswith(".py"):
+        path = Path(module_name) if Path(module_name).is_absolute() else base / module_name
+        if not path.is_file():
+            path = Path(module_name).absolute()
+        if not path.is_file():
+            raise DomainDataError(
+                f"evaluator file {module_name} not found beside {base} or in the current folder"
+            )
+        loader_spec = importlib.util.spec_from_file_location(f"recreate_evaluator_{path.stem}", path)
+        module = importlib.util.module_from_spec(loader_spec)
+        loader_spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise DomainDataError(f"evaluator module {module_name!r} cannot be imported: {exc}") from exc
+    fn = getattr(module, function, None)
+    if not callable(fn):
+        raise DomainDataError(f"evaluator {spec!r}: {module_name} has no function {function!r}")
+    return fn
+
+
+def as_evaluation(value: Any) -> Evaluation:
+    """Turn what an evaluator returned into an Evaluation (score clamped to [0, 1])."""
+    if isinstance(value, Evaluation):
+        return value
+    if isinstance(value, bool):
+        return Evaluation(score=float(value), passed=value, feedback="passed" if value else "failed")
+    if isinstance(value, int | float):
+        score = min(max(float(value), 0.0), 1.0)
+        return Evaluation(score=score, passed=score >= 1.0, feedback=f"score {score:g}")
+    if isinstance(value, dict) and isinstance(value.get("score"), int | float | bool):
+        score = min(max(float(value["score"]), 0.0), 1.0)
+        passed = bool(value["passed"]) if "passed" in value else score >= 1.0
+        extra = {k: v for k, v in value.items() if k not in ("score", "passed", "feedback")}
+        return Evaluation(score=score, passed=passed, feedback=str(value.get("feedback", "")), details=extra)
+    return zero(f"the evaluator returned {type(value).__name__}, not a score; return a dict with 'score'")
+
+
+class JsonlDomain:
+    name = "jsonl"
+
+    def __init__(
+        self,
+        data: str | Path,
+        *,
+        evaluator: str | Callable[[Task, str], Any] | None = None,
+        evaluator_dir: str | Path | None = None,
+        description: str | None = None,
+        seed: int = 0,
+        train: float = 0.5,
+        val: float = 0.25,
+        image: str | None = None,
+        timeout: float = 60.0,
+    ) -> None:
+        self.plan = SplitPlan(seed=seed, train=train, val=val)
+        files = jsonl_files(data)
+        self.base = files[0].parent.absolute()
+        self.evaluator_dir = Path(evaluator_dir or self.base).absolute()
+        self.image = image
+        self.timeout = timeout
+        self.description = description
+        self.command: str | None = None
+        self.function: Callable[[Task, str], Any] | None = None
+        if callable(evaluator):
+            self.function = evaluator
+        elif isinstance(evaluator, str) and is_callable_spec(evaluator):
+            self.function = load_callable(evaluator, self.base)
+        elif isinstance(evaluator, str) and evaluator.strip():
+            self.command = evaluator.strip()
+        self._tasks = [task for path in files for task in _load_file(path)]
+        check_unique_ids(self._tasks, str(data))
+
+    def tasks(self, split: Split = "all") -> list[Task]:
+        return select(self._tasks, split, self.plan)
+
+    def prepare(self, task: Task, session: Session) -> None:
+        for name, content in task.files.items():
+            session.put(name, content)
+
+    def evaluate(self, task: Task, submission: str | None, sandbox: Sandbox) -> Evaluation:
+        problem = submission_problem(task, submission)
+        if problem:
+            return problem
+        if self.command:
+            return self._run_command(task, submission, sandbox)
+        if self.function:
+            return self._call_function(task, submission)
+        if task.reference is None:
+            return zero(
+                f"task {task.id} has no expected answer and the domain has no evaluator; pass evaluator="
+            )
+        if submission.strip() == task.reference.strip():
+            return Evaluation(score=1.0, passed=True, feedback="matches the expected answer")
+        return Evaluation(
+            score=0.0,
+            passed=False,
+            feedback=f"got {submission.strip()[:300]!r}, expected {task.reference.strip()[:300]!r}",
+        )
+
+    def _run_command(self, task: Task, submission: str, sandbox: Sandbox) -> Evaluation:
+        spec = SandboxSpec(
+            image=self.image,
+            ro_binds=((str(self.evaluator_dir), EVALUATOR_MOUNT),),
+            env={"RECREATE_TASK_ID": task.id, "RECREATE_EVALUATOR_DIR": EVALUATOR_MOUNT},
+            cpu_seconds=int(self.timeout) + 30,
+        )
+        record = {"id": task.id, "task": task.prompt, "expected": task.reference, "metadata": task.metadata}
+        try:
+            with sandbox.open(spec) as session:
+                session.put("submission.txt", submission)
+                session.put("task.json", json.dumps(record))
+                result = session.run(self.command, timeout=self.timeout)
+        except Exception as exc:  # evaluate() never raises: a broken sandbox scores 0 with the reason
+            return zero(f"the evaluation sandbox failed: {exc}")
+        details = {"exit_code": result.exit_code, "stderr_tail": tail(result.stderr, lines=5)}
+        if result.timed_out:
+            return zero(
+                f"the evaluator command did not finish within {self.timeout:g} s (timeout)", **details
+            )
+        reported = _last_json_line(result.stdout)
+        if reported is not None:
+            evaluation = as_evaluation(reported)
+            evaluation.details = {**details, **evaluation.details}
+            return evaluation
+        output = tail(result.stdout + "\n" + result.stderr, lines=10)
+        if result.exit_code == 0:
+            return Evaluation(
+                score=1.0, passed=True, feedback=output or "evaluator exited 0", details=details
+            )
+        return Evaluation(
+            score=0.0,
+            passed=False,
+            details=details,
+            feedback=f"evaluator exited {result.exit_code}" + (f":\n{output}" if output else ""),
+        )
+
+    def _call_function(self, task: Task, submission: str) -> Evaluation:
+        outcome: dict[str, Any] = {}
+
+        def call() -> None:
+            try:
+                outcome["value"] = self.function(task, submission)
+            except Exception as exc:
+                outcome["error"] = exc
+
+        # a daemon thread: an evaluator stuck forever is abandoned, and never blocks the process from exiting
+        worker = threading.Thread(target=call, name=f"evaluator-{task.id}", daemon=True)
+        worker.start()
+        worker.join(self.timeout)
+        if worker.is_alive():
+            return zero(f"the evaluator function did not return within {self.timeout:g} s (timeout)")
+        if "error" in outcome:
+            exc = outcome["error"]
+            return zero(f"the evaluator function raised {type(exc).__name__}: {exc}")
+        return as_evaluation(outcome.get("value"))
+
+    def wrong_submissions(self, task: Task) -> list[str]:
+        return ["", "\u2205 not an answer \u2205"]
+
+    def describe(self) -> str:
+        if self.description:
+            return self.description
+        how = (
+            f"the command `{self.command}` judges each submission in a fresh sandbox"
+            if self.command
+            else "a Python evaluator judges each submission"
+            if self.function
+            else "the submission must equal the expected answer exactly (whitespace trimmed)"
+        )
+        return (
+            f"Custom tasks from {self.base}. Each task is a text prompt, sometimes with files in the "
+            f"workspace. A submission is the final answer or artifact as text; {how}. Score 0..1; the "
+            f"feedback is the evaluator's explanation."
+        )
+
+
+def _last_json_line(stdout: str) -> dict[str, Any] | None:
+    for line in reversed(stdout.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(value, dict) and "score" in value:
+                return value
+    return None
+
+
+def _load_file(path: Path) -> list[Task]:
+    tasks = []
+    for number, row in read_jsonl(path):
+        task_id = str(row["id"]) if row.get("id") is not None else f"{path.stem}-line{number}"
+        expected = first_field(row, EXPECTED_FIELDS)
+        files = row.get("files") or {}
+        metadata: dict[str, Any] = {
+            "category": str(row.get("category", "all")),
+            "file": str(path),
+            "line": number,
+        }
+        problems = []
+        if not row.get("task"):
+            problems.append("no 'task' text")
+        if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+            problems.append("'files' must map paths to text")
+            files = {}
+        if problems:
+            metadata["invalid"] = f"{path}:{number}: {'; '.join(problems)}"
+        tasks.append(
+            Task(
+                id=task_id,
+                prompt=str(row.get("task") or ""),
+                files=dict(files),
+                reference=None if expected is None else str(expected),
+                metadata=metadata,
+            )
+        )
+    if not tasks:
+        raise DomainDataError(f"{path}: no tasks in the file")
+    return tasks

@@ -1,0 +1,198 @@
+"""`math`: competition problems (AIME/AMC-style JSONL) judged by their final answer.
+
+Integer answers (all of AIME and AMC) are compared exactly on the host: pure text, nothing evaluated.
+Anything else goes to math-verify inside a fresh sandbox, because its parser can evaluate expression
+text written by the model.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from recreate.domains.base import Evaluation, Split, Task
+from recreate.domains.common import (
+    DomainDataError,
+    first_field,
+    jsonl_files,
+    read_jsonl,
+    run_check,
+    submission_problem,
+    zero,
+)
+from recreate.domains.splits import SplitPlan, check_unique_ids, select
+from recreate.sandbox.base import Sandbox, SandboxSpec, Session
+
+PROBLEM_FIELDS = ("problem", "question", "prompt", "task")
+ANSWER_FIELDS = ("answer", "expected_answer", "final_answer")
+_INTEGER = re.compile(r"[+-]?(\d+|\d{1,3}(,\d{3})+)")
+
+
+def extract_answer(submission: str) -> str:
+    """The content of the last \\boxed{...} (or \\fbox{...}), else the submission without $ and spaces."""
+    boxed = last_boxed(submission)
+    text = boxed if boxed is not None else submission
+    for _ in range(2):  # "$42$." and "$42.$" alike
+        text = text.strip().rstrip(".").strip().strip("$")
+    return text.strip()
+
+
+def last_boxed(text: str) -> str | None:
+    starts = [m.end() for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text)]
+    if not starts:
+        return None
+    start = starts[-1]
+    depth = 1
+    for index in range(start, len(text)):
+        if text[index] == "{":
+            depth += 1
+        elif text[index] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start:index]
+    return None  # unbalanced braces: no usable box
+
+
+def as_integer(text: str) -> int | None:
+    """The integer a plain integer literal means ("073" and "3,159" included), else None."""
+    text = text.strip()
+    if not _INTEGER.fullmatch(text):
+        return None
+    return int(text.replace(",", ""))
+
+
+class MathDomain:
+    name = "math"
+
+    def __init__(
+        self,
+        data: str | Path,
+        *,
+        seed: int = 0,
+        train: float = 0.5,
+        val: float = 0.25,
+        python: str | None = None,
+        image: str | None = None,
+        timeout: float = 60.0,
+    ) -> None:
+        self.plan = SplitPlan(seed=seed, train=train, val=val)
+        self.python = python or sys.executable  # must have math-verify; seen read-only inside bwrap
+        self.image = image
+        self.timeout = timeout
+        self._tasks = [task for path in jsonl_files(data) for task in _load_file(path)]
+        check_unique_ids(self._tasks, str(data))
+
+    def tasks(self, split: Split = "all") -> list[Task]:
+        return select(self._tasks, split, self.plan)
+
+    def prepare(self, task: Task, session: Session) -> None:
+        for name, content in task.files.items():
+            session.put(name, content)
+
+    def evaluate(self, task: Task, submission: str | None, sandbox: Sandbox) -> Evaluation:
+        problem = submission_problem(task, submission)
+        if problem:
+            return problem
+        answer = extract_answer(submission)
+        if not answer:
+            return zero(
+                f"the submission has no answer (expected {task.reference}); submit the final answer only"
+            )
+        gold = str(task.reference)
+        gold_int = as_integer(gold)
+        got_int = as_integer(answer)
+        details = {"expected": gold, "extracted": answer}
+        if gold_int is not None and got_int is not None:
+            return _verdict(gold_int == got_int, gold, answer, details | {"method": "exact integer"})
+        return self._verify_in_sandbox(gold, gold_int, answer, sandbox, details)
+
+    def _verify_in_sandbox(
+        self, gold: str, gold_int: int | None, answer: str, sandbox: Sandbox, details: dict
+    ) -> Evaluation:
+        spec = SandboxSpec(image=self.image, memory_mb=2048, env={"OMP_NUM_THREADS": "1"})
+        payload = json.dumps({"gold": gold, "gold_int": gold_int, "answer": answer})
+        run = run_check(
+            sandbox,
+            spec,
+            "math_check.py",
+            {"input.json": payload},
+            f"{self.python} -I check.py",
+            self.timeout,
+        )
+        details = details | {"method": "math-verify"}
+        if run.error:
+            return zero(run.error, **details)
+        if run.report is None:
+            result = run.result
+            why = (
+                "timed out"
+                if result.timed_out
+                else f"exited {result.exit_code}: {result.stderr.strip()[-400:]}"
+            )
+            return zero(f"the answer checker failed ({why}); extracted answer {answer!r}", **details)
+        details["parsed_answer"] = run.report.get("parsed_answer")
+        return _verdict(bool(run.report.get("equivalent")), gold, answer, details)
+
+    def wrong_submissions(self, task: Task) -> list[str]:
+        """Answers that must never pass: off-by-one integers, a non-integer near the answer, nothing."""
+        gold = as_integer(str(task.reference))
+        if gold is None:
+            return ["", "\\boxed{0.123456789}"]
+        return [str(gold + 1), f"\\boxed{{{gold - 1}}}", f"\\frac{{{2 * gold + 1}}}{{2}}", ""]
+
+    def describe(self) -> str:
+        return (
+            "Math competition problems (AIME/AMC style). Each task is one problem with a single final "
+            "answer (AIME: an integer 0-999). A submission is the final answer: either the bare answer "
+            "(e.g. `73`) or text whose last \\boxed{...} holds it. Judging: integer answers must match "
+            "exactly (leading zeros and thousands commas are fine, decimals are not); other answers are "
+            "compared for mathematical equivalence with math-verify (fractions, radicals, LaTeX). Score 1 "
+            "if equivalent, else 0. The feedback says which answer was extracted and what was expected."
+        )
+
+
+def _verdict(equivalent: bool, gold: str, answer: str, details: dict) -> Evaluation:
+    if equivalent:
+        return Evaluation(score=1.0, passed=True, feedback=f"correct: {answer}", details=details)
+    return Evaluation(
+        score=0.0,
+        passed=False,
+        feedback=f"wrong answer: got {answer!r}, expected {gold!r}",
+        details=details,
+    )
+
+
+def _load_file(path: Path) -> list[Task]:
+    tasks = []
+    for number, row in read_jsonl(path):
+        raw_id = first_field(row, ("id", "problem_id", "unique_id"))
+        task_id = str(raw_id) if raw_id is not None else f"line{number}"
+        if not task_id.startswith(path.stem):
+            task_id = f"{path.stem}-{task_id}"
+        problem = first_field(row, PROBLEM_FIELDS)
+        answer = first_field(row, ANSWER_FIELDS)
+        missing = [what for what, value in (("problem", problem), ("answer", answer)) if value in (None, "")]
+        metadata = {
+            "source": str(row.get("source") or path.stem),
+            "category": str(row.get("source") or path.stem),
+            "file": str(path),
+            "line": number,
+        }
+        if missing:
+            metadata["invalid"] = (
+                f"{path}:{number} has no {' or '.join(missing)} field "
+                f"(looked for {PROBLEM_FIELDS if 'problem' in missing else ANSWER_FIELDS})"
+            )
+        tasks.append(
+            Task(
+                id=task_id,
+                prompt=str(problem or ""),
+                reference=None if answer is None else str(answer),
+                metadata=metadata,
+            )
+        )
+    if not tasks:
+        raise DomainDataError(f"{path}: no tasks in the file")
+    return tasks

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Build the pinned DS-1000 evaluation venv (idempotent; a no-op when it is already there).
+#   scripts/ds1000_env.sh [TARGET] [--python /path/to/python3.11]
+# TARGET defaults to $RECREATE_DS1000_ENV, else ${RECREATE_HOME:-.recreate}/envs/ds1000.
+# Offline: PIP_NO_INDEX=1 PIP_FIND_LINKS=/path/to/wheelhouse scripts/ds1000_env.sh
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+python="${PYTHON:-$(command -v python3.11 || command -v python3)}"
+exec "$python" "$repo/recreate/domains/ds1000_env.py" "$@"

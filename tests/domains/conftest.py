@@ -1,0 +1,34 @@
+"""Fixtures for domain tests: a real bwrap sandbox, the pinned DS-1000 env, the shared benchmark data."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def bwrap():
+    """The real bubblewrap sandbox backend (skipped with the reason where it cannot run)."""
+    from recreate.sandbox import get_sandbox
+
+    sandbox = get_sandbox("bwrap")
+    ok, reason = sandbox.available()
+    if not ok:
+        pytest.skip(f"bwrap sandbox unavailable: {reason}")
+    return sandbox
+
+
+@pytest.fixture(scope="session")
+def ds1000_env() -> Path:
+    """The pinned DS-1000 venv, built once into a cache that outlives test runs (about 1 min online)."""
+    from recreate.domains.ds1000_env import EnvBuildError, ensure_env
+
+    target = Path(os.environ.get("RECREATE_DS1000_ENV") or REPO / ".recreate" / "envs" / "ds1000")
+    try:
+        return ensure_env(target)
+    except EnvBuildError as exc:
+        pytest.skip(f"cannot build the DS-1000 environment (offline without a wheelhouse?): {exc}")
