@@ -1,0 +1,3 @@
+from recreate.cli import main
+
+main()

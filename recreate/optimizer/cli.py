@@ -1,0 +1,189 @@
+"""`recreate evolve`: evolve a seed scaffold on a domain's tasks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import httpx
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from recreate.config import load_settings
+from recreate.models import Budget, parse_spec, price_call
+from recreate.optimizer.loop import EvolveConfig
+from recreate.optimizer.reflect import Ablations
+from recreate.optimizer.synthesis import scaffold_size
+
+ABLATIONS = ("no-trajectory", "no-environment", "no-eval-details", "no-guidance")
+NO_ENDPOINT = (
+    "no model endpoint configured: set OPENAI_API_KEY, or OPENAI_BASE_URL for a vLLM/Ollama server, "
+    "or pass --model PROVIDER:MODEL"
+)
+console = Console()
+
+
+class EndpointMissing(RuntimeError):
+    pass
+
+
+def resolve_model(spec: str | None, base_url: str | None) -> str:
+    """The agent model: --model, RECREATE_MODEL, the first model a configured server serves, or OpenAI's."""
+    if spec:
+        return spec
+    if base_url:
+        try:
+            served = httpx.get(f"{base_url.rstrip('/')}/models", timeout=5).json()["data"]
+            return served[0]["id"]
+        except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
+            raise EndpointMissing(f"{base_url} lists no model ({type(exc).__name__}); pass --model") from exc
+    if os.environ.get("OPENAI_API_KEY"):
+        return "openai:gpt-4.1-mini"
+    raise EndpointMissing(NO_ENDPOINT)
+
+
+def projected_cost(
+    cfg: EvolveConfig, *, n_val: int, scaffold_chars: int, max_steps: int, agent: str, optimizer: str
+) -> list[tuple[str, int, int, float | None]]:
+    """Upper-bound preview: (role, calls, tokens, USD or None when the price is unknown)."""
+    rollouts = n_val * (cfg.rounds + 1) + cfg.batch_size * cfg.rounds
+    prompt = scaffold_chars // 4 + 1500  # scaffold + task + a few observations, in tokens
+    rows = [
+        ("agent", rollouts * max_steps, rollouts * max_steps * (prompt + 400), agent),
+        (
+            "optimizer",
+            cfg.batch_size * cfg.rounds * cfg.reflect_steps,
+            cfg.batch_size * cfg.rounds * cfg.reflect_steps * 9000,
+            optimizer,
+        ),
+        ("synthesis", cfg.rounds * 3, cfg.rounds * 3 * 16000, optimizer),
+    ]
+    out = []
+    for role, calls, tokens, model in rows:
+        completion = calls * 400
+        out.append(
+            (role, calls, tokens, price_call(parse_spec(model)[1], tokens - completion, 0, completion))
+        )
+    return out
+
+
+def evolve_command(
+    seed: Path = typer.Option(..., "--seed", help="Seed scaffold directory (e.g. scaffolds/minimal)."),
+    domain: str = typer.Option(..., "--domain", help="Domain name: math, ds1000, jsonl."),
+    data: Path = typer.Option(..., "--data", help="Tasks file or folder of the domain."),
+    model: str = typer.Option(None, "--model", help="Agent model spec (e.g. openai:gpt-4.1-mini)."),
+    optimizer_model: str = typer.Option(
+        None, "--optimizer-model", help="Meta-agent model (default: --model)."
+    ),
+    evaluator: str = typer.Option(
+        None, "--evaluator", help="jsonl domain: evaluator command or module:function."
+    ),
+    budget_usd: float = typer.Option(None, "--budget-usd", help="Stop (resumably) after this much spend."),
+    max_tokens: int = typer.Option(None, "--max-tokens"),
+    max_rollouts: int = typer.Option(None, "--max-rollouts"),
+    max_wall_s: float = typer.Option(None, "--max-wall-s"),
+    concurrency: int = typer.Option(4, "--concurrency", min=1),
+    rounds: int = typer.Option(3, "--rounds", min=1),
+    batch_size: int = typer.Option(4, "--batch-size", min=1),
+    val_limit: int = typer.Option(None, "--val-limit", help="Use at most N validation tasks."),
+    train_limit: int = typer.Option(None, "--train-limit", help="Use at most N training tasks."),
+    tolerance: float = typer.Option(0.0, "--tolerance", help="Accept a candidate not worse than this."),
+    sandbox: str = typer.Option(None, "--sandbox", help="bwrap (default), docker or local."),
+    resume: str = typer.Option(None, "--resume", help="Resume the run with this id."),
+    run_id: str = typer.Option(None, "--run-id", help="Name a new run."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan and projected cost, spend nothing."),
+    ablate: list[str] = typer.Option([], "--ablate", help=f"Ablation: {', '.join(ABLATIONS)}."),
+    no_synthesis: bool = typer.Option(False, "--no-synthesis", help="Apply instance proposals directly."),
+    bootstrap: bool = typer.Option(False, "--bootstrap", help="Optimizer writes v0 from the seed first."),
+    allow_train_as_val: bool = typer.Option(False, "--allow-train-as-val"),
+    home: Path = typer.Option(None, "--home", help="State directory (default .recreate or RECREATE_HOME)."),
+) -> None:
+    """Evolve a seed scaffold into a better, validated one (ReCreate)."""
+    from recreate.domains import get_domain
+    from recreate.optimizer.optimizer import ReCreateOptimizer
+    from recreate.optimizer.report import write_report
+    from recreate.scaffold import load_scaffold
+
+    unknown = sorted(set(ablate) - set(ABLATIONS))
+    if unknown:
+        raise typer.BadParameter(f"unknown ablation(s) {unknown}; choose from {', '.join(ABLATIONS)}")
+    settings = load_settings(home=home)
+    options = {"evaluator": evaluator} if evaluator else {}
+    dom = get_domain(domain, data=data, **options)
+    train, val = dom.tasks("train")[:train_limit], dom.tasks("val")[:val_limit]
+    cfg = EvolveConfig(
+        rounds=rounds,
+        batch_size=batch_size,
+        max_concurrency=concurrency,
+        tolerance=tolerance,
+        max_rollouts=max_rollouts,
+        max_wall_s=max_wall_s,
+        bootstrap=bootstrap,
+        ablations=Ablations(**{a.replace("-", "_"): True for a in ablate}, no_synthesis=no_synthesis),
+    )
+    seed_scaffold = load_scaffold(seed)
+    if dry_run:
+        agent = model or settings.model or "unknown"
+        _preview(cfg, seed_scaffold, len(train), len(val), agent, optimizer_model or agent)
+        return
+    agent = resolve_model(model or settings.model, settings.base_url)
+    opt = ReCreateOptimizer(
+        optimizer_model=optimizer_model or settings.optimizer_model or agent,
+        agent_model=agent,
+        budget=Budget(max_usd=budget_usd, max_tokens=max_tokens),
+        sandbox=sandbox or settings.sandbox,
+        max_concurrency=concurrency,
+        home=settings.home,
+        config=cfg,
+    )
+    result = opt.optimize(
+        seed=seed_scaffold,
+        domain=dom,
+        trainset=train,
+        valset=val,
+        run_id=resume or run_id,
+        allow_train_as_val=allow_train_as_val,
+    )
+    report = write_report(result, result.run_dir / "report")
+    if result.final:
+        opt.scaffolds.export(result.final, result.run_dir / "scaffold")
+    _summary(result, report)
+    if result.stopped:
+        console.print(f"[yellow]stopped: {result.stopped}[/]; resume with --resume {result.run_id}")
+        raise typer.Exit(3)
+
+
+def _preview(cfg: EvolveConfig, seed, n_train: int, n_val: int, agent: str, optimizer: str) -> None:
+    table = Table(
+        title=f"evolve plan: {cfg.rounds} rounds × {cfg.batch_size} tasks; {n_train} train, {n_val} val"
+    )
+    for col in ("role", "calls (max)", "tokens (max)", "USD (max)"):
+        table.add_column(col)
+    rows = projected_cost(
+        cfg,
+        n_val=n_val,
+        scaffold_chars=scaffold_size(seed),
+        max_steps=seed.limits.max_steps,
+        agent=agent,
+        optimizer=optimizer,
+    )
+    for role, calls, tokens, usd in rows:
+        table.add_row(role, str(calls), f"{tokens:,}", "unknown price" if usd is None else f"${usd:.2f}")
+    console.print(table)
+
+
+def _summary(result, report: Path) -> None:
+    table = Table(title=f"run {result.run_id}")
+    for col in ("version", "accepted", "val mean", "gate"):
+        table.add_column(col)
+    for h in result.history:
+        val = h.get("val")
+        mean = f"{sum(val.values()) / len(val):.3f}" if val else "—"
+        table.add_row(
+            str(h.get("ref", "—")), "✔" if h.get("accepted") else "✘", mean, h.get("reason", "seed")
+        )
+    console.print(table)
+    console.print(
+        f"final: [bold]{result.final}[/]  scaffold: {result.run_dir / 'scaffold'}  report: {report}"
+    )

@@ -1,0 +1,225 @@
+"""`ReCreateOptimizer`: the Python API of `recreate evolve`.
+
+    opt = ReCreateOptimizer(optimizer_model="openai:gpt-4.1", agent_model="openai:gpt-4.1-mini",
+                            budget=Budget(max_usd=5), max_concurrency=8)
+    result = opt.optimize(seed="scaffolds/minimal", domain=domain, trainset=train, valset=val)
+
+A run lives in `<home>/runs/<run_id>/`: its config, the LangGraph SQLite checkpoints, the usage ledger,
+cached reflections and the report. `optimize(..., run_id=ID)` on an existing run resumes it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph.state import CompiledStateGraph
+
+from recreate.config import load_settings
+from recreate.domains.base import Domain, Task
+from recreate.experience.schema import Trajectory
+from recreate.models import Budget, BudgetExceeded, UsageLedger, make_chat_model
+from recreate.optimizer.loop import EvolveConfig, EvolveLoop
+from recreate.scaffold import Scaffold, ScaffoldStore, load_scaffold
+
+
+class EvolveError(ValueError):
+    """A run that cannot start as asked (bad sets, unknown run id); the message names the fix."""
+
+
+@dataclass
+class EvolveResult:
+    run_id: str
+    run_dir: Path
+    final: str | None  # "name@vN" of the last accepted version
+    history: list[dict[str, Any]] = field(default_factory=list)
+    stopped: str | None = None  # why the run stopped early (budget), None when it finished
+    usage: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        return self.stopped is None
+
+
+class ReCreateOptimizer:
+    def __init__(
+        self,
+        *,
+        optimizer_model: str | BaseChatModel,
+        agent_model: str | BaseChatModel,
+        experience: Any = None,
+        budget: Budget | None = None,
+        sandbox: Any = "bwrap",
+        max_concurrency: int = 4,
+        home: str | Path | None = None,
+        config: EvolveConfig | None = None,
+    ):
+        self.settings = load_settings(home=home)
+        self.config = config or EvolveConfig(max_concurrency=max_concurrency)
+        self.config.max_concurrency = max_concurrency
+        self.budget = budget
+        self.optimizer_model, self.agent_model = optimizer_model, agent_model
+        self.sandbox = _sandbox(sandbox)
+        self.experience = experience if experience is not None else _experience(self.settings)
+        self.scaffolds = ScaffoldStore(self.settings.home / "scaffolds")
+
+    def _model(self, spec: str | BaseChatModel, role: str, ledger: UsageLedger) -> BaseChatModel:
+        if isinstance(spec, str):
+            return make_chat_model(spec, role=role, ledger=ledger, base_url=self.settings.base_url)
+        from recreate.models import LedgerCallback
+
+        name = getattr(spec, "model_name", None) or type(spec).__name__
+        return spec.with_config(callbacks=[LedgerCallback(ledger, role, name)])  # type: ignore[return-value]
+
+    def build(
+        self,
+        *,
+        seed: str | Path | Scaffold,
+        domain: Domain,
+        trainset: list[Task],
+        valset: list[Task],
+        run_id: str | None = None,
+        allow_train_as_val: bool = False,
+    ) -> tuple[CompiledStateGraph, dict[str, Any], EvolveLoop, UsageLedger]:
+        if not trainset:
+            raise EvolveError("the training set is empty: give at least one task")
+        if not valset:
+            raise EvolveError("a validation set is required (held-out tasks the gate compares versions on)")
+        overlap = {t.id for t in trainset} & {t.id for t in valset}
+        if overlap and not allow_train_as_val:
+            raise EvolveError(
+                f"{len(overlap)} validation task(s) are also training tasks (e.g. {sorted(overlap)[0]}); "
+                "use held-out tasks, or pass allow_train_as_val=True / --allow-train-as-val to insist"
+            )
+        run_id = run_id or f"evolve-{uuid.uuid4().hex[:8]}"
+        run_dir = self.settings.home / "runs" / run_id
+        run_dir.mkdir(parents=True, exist_ok=True)
+        ledger = UsageLedger(run_dir / "ledger.jsonl", budget=self.budget, prices=self.settings.prices)
+        seed_scaffold = seed if isinstance(seed, Scaffold) else load_scaffold(seed, store=self.scaffolds)
+        seed_ref = self.scaffolds.commit(seed_scaffold, message=f"seed of {run_id}", set_head=False).ref
+        agent = self._model(self.agent_model, "agent", ledger)
+        loop = EvolveLoop(
+            domain=domain,
+            trainset=trainset,
+            valset=valset,
+            seed_ref=seed_ref,
+            scaffolds=self.scaffolds,
+            experience=self.experience,
+            rollout=self._rollout_fn(domain, agent, ledger, run_id),
+            optimizer_model=self._model(self.optimizer_model, "optimizer", ledger),
+            synthesis_model=self._model(self.optimizer_model, "synthesis", ledger),
+            sandbox=self.sandbox,
+            run_dir=run_dir,
+            config=self.config,
+        )
+        saver = SqliteSaver(sqlite3.connect(run_dir / "checkpoints.sqlite", check_same_thread=False))
+        graph = loop.graph().compile(checkpointer=saver, name="recreate_evolve")
+        cfg = {
+            "configurable": {"thread_id": run_id},
+            "max_concurrency": self.config.max_concurrency,
+            "recursion_limit": 10 + 6 * self.config.rounds,
+        }
+        (run_dir / "config.json").write_text(
+            json.dumps(
+                {
+                    "run_id": run_id,
+                    "seed_ref": seed_ref,
+                    "domain": domain.name,
+                    "evolve": _jsonable(self.config),
+                    "train": [t.id for t in trainset],
+                    "val": [t.id for t in valset],
+                },
+                indent=1,
+            ),
+            encoding="utf-8",
+        )
+        return graph, cfg, loop, ledger
+
+    def _rollout_fn(self, domain: Domain, agent: BaseChatModel, ledger: UsageLedger, run_id: str):
+        from recreate.evaluation import RolloutCache, run_task
+
+        cache = RolloutCache(self.settings.home / "rollouts")
+
+        def rollout(scaffold: Scaffold, task: Task, seed: int) -> tuple[Trajectory, bool]:
+            hit = cache.get(scaffold, task.id, seed)
+            if hit is not None:
+                return hit, True
+            traj = run_task(
+                scaffold,
+                task,
+                domain,
+                model=agent,
+                sandbox=self.sandbox,
+                seed=seed,
+                ledger=ledger,
+                store=self.experience,
+                run_id=run_id,
+                cache=cache,
+            )
+            return traj, False
+
+        return rollout
+
+    def optimize(
+        self,
+        *,
+        seed: str | Path | Scaffold,
+        domain: Domain,
+        trainset: list[Task],
+        valset: list[Task],
+        run_id: str | None = None,
+        allow_train_as_val: bool = False,
+    ) -> EvolveResult:
+        graph, cfg, loop, ledger = self.build(
+            seed=seed,
+            domain=domain,
+            trainset=trainset,
+            valset=valset,
+            run_id=run_id,
+            allow_train_as_val=allow_train_as_val,
+        )
+        resume = graph.get_state(cfg).next
+        stopped = None
+        try:
+            graph.invoke(None if resume else {}, cfg)
+        except BudgetExceeded as exc:
+            stopped = str(exc)
+        state = graph.get_state(cfg).values
+        result = EvolveResult(
+            run_id=cfg["configurable"]["thread_id"],
+            run_dir=loop.run_dir,
+            final=state.get("current"),
+            history=state.get("history", []),
+            stopped=stopped,
+            usage=ledger.by_role(),
+        )
+        (loop.run_dir / "result.json").write_text(json.dumps(_jsonable(result), indent=1), encoding="utf-8")
+        return result
+
+    def as_graph(self, **build_kwargs: Any) -> CompiledStateGraph:
+        """The evolve loop as a compiled LangGraph graph (for langgraph.json / Studio)."""
+        return self.build(**build_kwargs)[0]
+
+
+def _sandbox(sandbox: Any) -> Any:
+    if isinstance(sandbox, str):
+        from recreate.sandbox import get_sandbox
+
+        return get_sandbox(sandbox)
+    return sandbox
+
+
+def _experience(settings: Any) -> Any:
+    from recreate.experience.store import ExperienceStore
+
+    return ExperienceStore(settings.home / "experience", embedding=settings.embedding)
+
+
+def _jsonable(obj: Any) -> Any:
+    return json.loads(json.dumps(asdict(obj) if hasattr(obj, "__dataclass_fields__") else obj, default=str))

@@ -1,0 +1,163 @@
+"""Instance level: the ReCreate-Agent inspects one run and proposes typed scaffold edits.
+
+It reads the experience on demand (inspection tools), views the scaffold, can re-open the task's
+environment in a fresh sandbox to try commands and test a tool it writes, and ends by calling `propose`.
+Nothing it writes runs on the host.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import HumanMessage
+from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.errors import GraphRecursionError
+
+from recreate.domains.base import Domain, Task
+from recreate.experience.schema import Trajectory
+from recreate.experience.tools import experience_tools
+from recreate.optimizer.prompts import GUIDANCE, REFLECT, ops_reference
+from recreate.optimizer.proposals import Proposal, ProposalBox, propose_tool
+from recreate.sandbox.base import SandboxSpec, Session
+from recreate.scaffold import Scaffold, Tool
+
+OUTPUT_CHARS = 4000
+
+
+@dataclass(frozen=True)
+class Ablations:
+    """The paper's ablations: what the meta-agent is denied."""
+
+    no_trajectory: bool = False  # no access to the agent's steps (outcome + score only)
+    no_environment: bool = False  # cannot re-open the task's sandbox
+    no_eval_details: bool = False  # sees pass/fail and score, not the evaluator's feedback
+    no_guidance: bool = False  # no modification guidance in the prompt
+    no_synthesis: bool = False  # instance proposals are applied directly
+
+
+def view_scaffold_tool(scaffold: Scaffold) -> BaseTool:
+    def view_scaffold(component: str = "overview") -> str:
+        """component: overview | system_prompt | instance_template | rules | memory | tools | tool:NAME"""
+        if component == "system_prompt":
+            return scaffold.system_prompt
+        if component == "instance_template":
+            return scaffold.instance_template
+        if component == "rules":
+            return (
+                "\n".join(f"[{r.id}] ({r.scope}, +{r.helpful}/-{r.harmful}) {r.text}" for r in scaffold.rules)
+                or "(none)"
+            )
+        if component == "memory":
+            return "\n".join(f"[{m.id}] {m.title}: {m.content}" for m in scaffold.memory) or "(none)"
+        if component == "tools":
+            return "\n".join(f"{t.name}: {t.description}" for t in scaffold.tools) or "(none)"
+        if component.startswith("tool:"):
+            tool = scaffold.tool(component.removeprefix("tool:"))
+            return json.dumps(tool.model_dump(mode="json"), indent=1)
+        return (
+            f"name: {scaffold.name} (domain {scaffold.domain}); limits: {scaffold.limits.model_dump()}\n"
+            f"system prompt: {len(scaffold.system_prompt)} chars; rules: {len(scaffold.rules)}; "
+            f"tools: {[t.name for t in scaffold.tools]}; memory items: {len(scaffold.memory)}"
+        )
+
+    return StructuredTool.from_function(view_scaffold)
+
+
+class TaskEnvironment:
+    """The task's environment re-opened in a fresh sandbox session, lazily, for the meta-agent."""
+
+    def __init__(self, domain: Domain, task: Task, sandbox: Any, spec: SandboxSpec | None = None):
+        self.domain, self.task, self.sandbox, self.spec = domain, task, sandbox, spec
+        self._session: Session | None = None
+
+    def session(self) -> Session:
+        if self._session is None:
+            self._session = self.sandbox.open(self.spec)
+            self.domain.prepare(self.task, self._session)
+        return self._session
+
+    def run(self, command: str) -> str:
+        """Run a shell command in the task's environment (a fresh sandbox with the task's files)."""
+        res = self.session().run(command, timeout=60)
+        return _clip(
+            f"exit={res.exit_code} timed_out={res.timed_out}\nstdout:\n{res.stdout}\nstderr:\n{res.stderr}"
+        )
+
+    def test_tool(self, name: str, language: str, code: str, args: dict[str, Any]) -> str:
+        """Write a tool into the sandbox and run it once with `args` (JSON object)."""
+        tool = Tool(name=name, description="candidate", language=language, code=code, smoke={"args": args})
+        self.session().put(tool.sandbox_path(), code)
+        return self.run(tool.command(args))
+
+    def tools(self) -> list[BaseTool]:
+        return [
+            StructuredTool.from_function(self.run, name="run_in_environment"),
+            StructuredTool.from_function(self.test_tool, name="test_tool"),
+        ]
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+
+def _clip(text: str) -> str:
+    if len(text) <= OUTPUT_CHARS:
+        return text
+    half = OUTPUT_CHARS // 2
+    return f"{text[:half]}\n...[{len(text) - OUTPUT_CHARS} chars cut]...\n{text[-half:]}"
+
+
+def run_brief(traj: Trajectory, ablations: Ablations) -> str:
+    ev = traj.evaluation
+    lines = [
+        f"Task: {traj.task_id}. Run (trajectory id): {traj.trajectory_id}.",
+        f"Exit status: {traj.outcome.exit_status}; steps: {traj.totals.steps}.",
+        f"Evaluation: score={ev.score if ev else 'n/a'} passed={ev.passed if ev else 'n/a'}.",
+    ]
+    if ev and not ablations.no_eval_details:
+        lines.append(f"Evaluator feedback: {_clip(ev.feedback)}")
+    lines.append("Investigate with your tools, then call `propose` exactly once.")
+    return "\n".join(lines)
+
+
+def reflect_on_run(
+    traj: Trajectory,
+    *,
+    scaffold: Scaffold,
+    domain: Domain,
+    task: Task,
+    model: BaseChatModel,
+    experience: Any,
+    sandbox: Any,
+    ablations: Ablations = Ablations(),
+    max_steps: int = 16,
+) -> Proposal:
+    box = ProposalBox(scaffold, task.id, [traj.trajectory_id], sandbox=sandbox)
+    env = TaskEnvironment(domain, task, sandbox)
+    tools: list[BaseTool] = [view_scaffold_tool(scaffold), propose_tool(box)]
+    tools += experience_tools(
+        experience,
+        allow_trajectories=not ablations.no_trajectory,
+        allow_evaluation=not ablations.no_eval_details,
+    )
+    if not ablations.no_environment:
+        tools += env.tools()
+    prompt = REFLECT.format(domain=domain.describe())
+    if not ablations.no_guidance:
+        prompt += "\n" + GUIDANCE.format(ops_reference=ops_reference())
+    agent = create_agent(model, tools, system_prompt=prompt, name="recreate_reflect")
+    try:
+        agent.invoke(
+            {"messages": [HumanMessage(run_brief(traj, ablations))]},
+            config={"recursion_limit": 2 * max_steps + 1},
+        )
+    except GraphRecursionError:
+        box.proposal.errors.append(f"the meta-agent hit its step limit ({max_steps})")
+    finally:
+        env.close()
+    return box.finish()

@@ -1,0 +1,129 @@
+"""The evolve report: scores per version, cost per role, edits per component, lineage with evidence."""
+
+from __future__ import annotations
+
+import html
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+COMPONENT = {
+    "add_rule": "rules",
+    "update_rule": "rules",
+    "remove_rule": "rules",
+    "add_tool": "tools",
+    "update_tool": "tools",
+    "remove_tool": "tools",
+    "add_memory": "memory",
+    "remove_memory": "memory",
+    "vote": "counters",
+}
+
+
+def component_of(op: dict[str, Any]) -> str:
+    if op["op"] in COMPONENT:
+        return COMPONENT[op["op"]]
+    return str(op.get("field", "field")).split(".")[0]
+
+
+def _mean(scores: dict[str, float] | None) -> float | None:
+    return sum(scores.values()) / len(scores) if scores else None
+
+
+def _bar(path: Path, labels: list[str], values: list[float], title: str, ylabel: str) -> None:
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.bar(labels or ["(none)"], values or [0])
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    ax.tick_params(axis="x", rotation=30)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(result: Any, out_dir: Path) -> Path:
+    """Write report.html and its PNG plots into `out_dir`; returns the HTML path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    history = result.history
+    versions = [h for h in history if h.get("val")]
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    xs = [h.get("ref", "?").split("@")[-1] for h in versions]
+    ys = [_mean(h["val"]) or 0.0 for h in versions]
+    ax.plot(xs, ys, marker="o", color="gray", alpha=0.4)
+    for x, y, h in zip(xs, ys, versions, strict=True):
+        ax.scatter([x], [y], color="tab:green" if h["accepted"] else "tab:red", zorder=3)
+    ax.set_title("validation score per version (green: accepted, red: rejected)")
+    ax.set_ylabel("mean score")
+    fig.tight_layout()
+    fig.savefig(out_dir / "scores.png", dpi=110)
+    plt.close(fig)
+
+    roles = result.usage or {}
+    _bar(
+        out_dir / "cost_per_role.png",
+        list(roles),
+        [r["cost_usd"] for r in roles.values()],
+        "cost per role",
+        "USD",
+    )
+    edits = Counter(component_of(op) for h in history if h.get("accepted") for op in h.get("ops", []))
+    _bar(
+        out_dir / "edits_per_component.png",
+        list(edits),
+        list(edits.values()),
+        "accepted edits per component",
+        "ops",
+    )
+
+    rows = "".join(
+        f"<tr><td>{html.escape(str(h.get('ref', '—')))}</td><td>{h.get('round')}</td>"
+        f"<td>{html.escape(str(h.get('parent') or ''))}</td><td>{'✔' if h.get('accepted') else '✘'}</td>"
+        f"<td>{_fmt(_mean(h.get('val')))}</td><td>{html.escape(h.get('reason', 'seed'))}</td></tr>"
+        for h in history
+    )
+    cost_rows = "".join(
+        f"<tr><td>{html.escape(role)}</td><td>{r['calls']}</td><td>{r['prompt_tokens']}</td>"
+        f"<td>{r['completion_tokens']}</td><td>${r['cost_usd']:.4f}</td><td>{r['unpriced_calls']}</td></tr>"
+        for role, r in roles.items()
+    )
+    lineage = "".join(_edit_html(h) for h in history if h.get("ops"))
+    status = f"stopped early: {html.escape(result.stopped)}" if result.stopped else "finished"
+    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>recreate evolve {result.run_id}</title>
+<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:4px 8px;font-size:14px}}
+</style></head><body>
+<h1>recreate evolve — {html.escape(result.run_id)}</h1>
+<p>Final scaffold: <b>{html.escape(str(result.final))}</b> ({status})</p>
+<img src="scores.png"> <img src="cost_per_role.png"> <img src="edits_per_component.png">
+<h2>Versions</h2><table><tr><th>version</th><th>round</th><th>parent</th><th>accepted</th><th>val mean</th>
+<th>gate</th></tr>{rows}</table>
+<h2>Cost per role</h2><table><tr><th>role</th><th>calls</th><th>prompt tok</th><th>completion tok</th>
+<th>cost</th><th>unpriced calls</th></tr>{cost_rows}</table>
+<h2>Edits with rationale and evidence</h2>{lineage or "<p>(no edits)</p>"}
+</body></html>"""
+    path = out_dir / "report.html"
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+def _fmt(x: float | None) -> str:
+    return "—" if x is None else f"{x:.3f}"
+
+
+def _edit_html(h: dict[str, Any]) -> str:
+    head = (
+        f"<h3>{html.escape(str(h.get('ref', 'rejected candidate')))} (round {h.get('round')}, "
+        f"{'accepted' if h.get('accepted') else 'rejected'})</h3>"
+    )
+    items = "".join(
+        f"<li><b>{html.escape(op['op'])}</b> [{html.escape(component_of(op))}] "
+        f"{html.escape(op.get('rationale', ''))}<br><small>evidence: "
+        f"{html.escape(', '.join(op.get('evidence', [])) or '—')}</small></li>"
+        for op in h["ops"]
+    )
+    return f"{head}<ul>{items}</ul>"
