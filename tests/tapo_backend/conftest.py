@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,15 @@ def save_tiny_model(directory: Path, chat_template: str = CHATML, seed: int = 0)
     LlamaForCausalLM(config).save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
+
+
+@pytest.fixture(autouse=True)
+def _fresh_accelerator_state() -> Iterator[None]:
+    """Accelerate keeps one process-wide state; tests switch precision, so each starts from scratch."""
+    yield
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
 
 
 @pytest.fixture(scope="session")

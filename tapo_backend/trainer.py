@@ -1,0 +1,324 @@
+"""The training loop: logged trajectories -> policy-gradient updates of a causal LM.
+
+Read top to bottom: `train` loads the data and the model, then for each pass over the data (an
+iteration) takes the behaviour log-probs the logs lack from the model as it is at the start of the
+pass, and runs optimizer steps. One step = one batch of trajectories, split into micro-batches whose
+losses share the batch's global normaliser, so gradient accumulation (and the number of processes under
+`accelerate launch`) does not change the update. Checkpoints hold the accelerate state plus the
+log-probs computed so far, so a resumed run continues exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from tapo_backend.config import ConfigError, TrainConfig
+from tapo_backend.data import DataError, Dataset, Example, build_dataset, collate, pad_ids
+from tapo_backend.losses import compute_policy_loss, loss_normalizer
+
+
+@dataclass
+class TrainResult:
+    output_dir: Path
+    final_dir: Path  # the trained model (a LoRA adapter when `lora` is set)
+    steps: int
+    metrics_path: Path
+
+
+# -- model -------------------------------------------------------------------------------------------
+
+
+def load_tokenizer(model: str) -> Any:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_model(model: str, config: TrainConfig) -> torch.nn.Module:
+    """An HF causal LM from a hub name or local directory, wrapped with LoRA when configured."""
+    from transformers import AutoModelForCausalLM
+
+    policy = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
+    policy.config.use_cache = False
+    if config.gradient_checkpointing:
+        policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if config.lora is not None:
+        from peft import LoraConfig, get_peft_model
+
+        lora = config.lora
+        policy = get_peft_model(
+            policy,
+            LoraConfig(
+                r=lora.r,
+                lora_alpha=lora.alpha,
+                lora_dropout=lora.dropout,
+                target_modules=lora.target_modules,
+                task_type="CAUSAL_LM",
+            ),
+        )
+    return policy
+
+
+def token_logprobs(
+    model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor
+) -> torch.Tensor:
+    """[B, T-1]: log p(input_ids[:, t+1] | input_ids[:, :t+1]) in float32."""
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
+    targets = input_ids[:, 1:].unsqueeze(-1)
+    return logits.gather(-1, targets).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+
+
+@torch.no_grad()
+def fill_logprobs(
+    accelerator: Accelerator,
+    model: torch.nn.Module,
+    examples: list[Example],
+    attr: str,
+    batch_size: int,
+    pad_id: int,
+) -> None:
+    """Set `example.<attr>` (position-aligned, like the logged ones) from the model as it is now."""
+    was_training = model.training
+    model.eval()
+    for start in range(0, len(examples), batch_size):
+        chunk = examples[start : start + batch_size]
+        input_ids, attention_mask = pad_ids(chunk, pad_id)
+        with accelerator.autocast():
+            lps = token_logprobs(
+                model, input_ids.to(accelerator.device), attention_mask.to(accelerator.device)
+            )
+        for example, row in zip(chunk, lps.cpu().tolist(), strict=True):
+            setattr(example, attr, [0.0, *row[: len(example.input_ids) - 1]])
+    model.train(was_training)
+
+
+# -- one optimizer step ------------------------------------------------------------------------------
+
+
+def accumulate_gradients(
+    accelerator: Accelerator,
+    model: torch.nn.Module,
+    examples: list[Example],
+    config: TrainConfig,
+    pad_id: int,
+) -> dict[str, float]:
+    """Forward/backward this process's share of one batch in micro-batches; returns loss metrics.
+
+    The loss normaliser is counted over the whole batch (all processes), so the summed micro-batch
+    gradients equal one full-batch gradient. DDP/FSDP average gradients over processes, hence the
+    `num_processes` factor.
+    """
+    loss_options = dict(config.loss)
+    normalizer = sum(
+        loss_normalizer(config.algo, torch.tensor([e.mask[1:]], dtype=torch.float32), **loss_options)
+        for e in examples
+    )
+    mine = examples[accelerator.process_index :: accelerator.num_processes]
+    chunks = [mine[i : i + config.micro_batch_size] for i in range(0, len(mine), config.micro_batch_size)]
+    totals: dict[str, float] = {}
+    for index, chunk in enumerate(chunks):
+        batch = collate(chunk, pad_id, config.recompute_old_logprobs).to(accelerator.device)
+        extra = {"ref_logprobs": batch.ref_logprobs} if batch.ref_logprobs is not None else {}
+        if batch.behavior_logprobs is not None:
+            extra["behavior_logprobs"] = batch.behavior_logprobs
+        last = index == len(chunks) - 1
+        with nullcontext() if last else accelerator.no_sync(model), accelerator.autocast():
+            logprobs = token_logprobs(model, batch.input_ids, batch.attention_mask)
+            loss, metrics = compute_policy_loss(
+                config.algo,
+                logprobs,
+                batch.old_logprobs,
+                batch.advantages,
+                batch.mask,
+                normalizer=normalizer,
+                **extra,
+                **loss_options,
+            )
+            accelerator.backward(loss * accelerator.num_processes)
+        metrics = {**metrics, "loss": loss.item()}
+        share = float(metrics.get("normalizer", 1.0)) / normalizer
+        for key, value in metrics.items():
+            if key != "normalizer" and isinstance(value, int | float):
+                # loss is already normalised globally (it adds up); other metrics are local means
+                totals[key] = totals.get(key, 0.0) + (value if key == "loss" else value * share)
+    return totals
+
+
+def _schedule(config: TrainConfig) -> Any:
+    return lambda step: min(1.0, (step + 1) / config.warmup_steps) if config.warmup_steps else 1.0
+
+
+# -- checkpoints -------------------------------------------------------------------------------------
+
+
+def _latest_checkpoint(output_dir: Path) -> Path | None:
+    done = sorted(p.parent for p in (output_dir / "checkpoints").glob("step-*/trainer_state.json"))
+    return done[-1] if done else None
+
+
+def save_checkpoint(accelerator: Accelerator, output_dir: Path, step: int, examples: list[Example]) -> Path:
+    directory = output_dir / "checkpoints" / f"step-{step:07d}"
+    accelerator.save_state(str(directory))
+    if accelerator.is_main_process:
+        computed = {e.trajectory_id: (e.iteration_logprobs, e.ref_logprobs) for e in examples}
+        torch.save(computed, directory / "logprobs.pt")
+        (directory / "trainer_state.json").write_text(json.dumps({"step": step}))
+    accelerator.wait_for_everyone()
+    return directory
+
+
+def load_checkpoint(accelerator: Accelerator, directory: Path, examples: list[Example]) -> int:
+    accelerator.load_state(str(directory))
+    computed = torch.load(directory / "logprobs.pt")
+    for example in examples:
+        example.iteration_logprobs, example.ref_logprobs = computed[example.trajectory_id]
+    return json.loads((directory / "trainer_state.json").read_text())["step"]
+
+
+# -- the loop ----------------------------------------------------------------------------------------
+
+
+def _metrics_writer(config: TrainConfig, output_dir: Path) -> Any:
+    if not config.tensorboard:
+        return None
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as exc:
+        raise ConfigError(
+            "tensorboard = true needs the `tensorboard` package (pip install tensorboard)"
+        ) from exc
+    return SummaryWriter(str(output_dir / "tensorboard"))
+
+
+def train(
+    config: TrainConfig, logs: str | Path, model: str, *, resume: bool = False, dataset: Dataset | None = None
+) -> TrainResult:
+    accelerator = Accelerator(mixed_precision="bf16" if config.precision == "bf16" else "no")
+    set_seed(config.seed)
+    output_dir = Path(config.output_dir)
+    tokenizer = load_tokenizer(model)
+    if dataset is None:
+        dataset = build_dataset(
+            logs,
+            tokenizer,
+            advantage=config.advantage,
+            min_group_size=config.min_group_size,
+            drop_zero_variance=config.drop_zero_variance,
+            max_length=config.max_length,
+        )
+    examples = dataset.examples
+    if not examples:
+        raise DataError(f"no trainable trajectories in {logs}: {dataset.summary()}")
+
+    policy = load_model(model, config)
+    trainable = [p for p in policy.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=config.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(config))
+    policy, optimizer, scheduler = accelerator.prepare(policy, optimizer, scheduler)
+    policy.train()
+
+    batch_size = config.batch_size * accelerator.num_processes
+    steps_per_epoch = math.ceil(len(examples) / batch_size)
+    total_steps = config.epochs * steps_per_epoch
+    if config.max_steps is not None:
+        total_steps = min(total_steps, config.max_steps)
+    pad_id = tokenizer.pad_token_id
+
+    step = 0
+    checkpoint = _latest_checkpoint(output_dir) if resume else None
+    if resume and checkpoint is None:
+        raise DataError(f"--resume: no checkpoint under {output_dir / 'checkpoints'}")
+    if checkpoint is not None:
+        step = load_checkpoint(accelerator, checkpoint, examples)
+    elif config.loss.get("kl_coef", 0) > 0:  # the reference is the model before any update
+        fill_logprobs(accelerator, policy, examples, "ref_logprobs", config.micro_batch_size, pad_id)
+
+    if accelerator.is_main_process:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        (output_dir / "train_config.json").write_text(json.dumps(config.to_dict(), indent=2))
+        (output_dir / "dataset_summary.json").write_text(json.dumps(dataset.summary(), indent=2))
+    metrics_path = output_dir / "metrics.jsonl"
+    writer = _metrics_writer(config, output_dir) if accelerator.is_main_process else None
+    progress = Progress(
+        TextColumn("[bold]tapo {task.fields[algo]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]:.4f}"),
+        TimeRemainingColumn(),
+        disable=not accelerator.is_main_process,
+    )
+    with progress:
+        bar = progress.add_task("train", total=total_steps, completed=step, algo=config.algo, loss=0.0)
+        for epoch in range(step // steps_per_epoch, config.epochs):
+            first = epoch * steps_per_epoch
+            if step >= total_steps:
+                break
+            if step == first:  # a new iteration: behaviour log-probs the logs lack come from the model now
+                missing = [
+                    e for e in examples if e.behaviour_logprobs is None or config.recompute_old_logprobs
+                ]
+                fill_logprobs(
+                    accelerator, policy, missing, "iteration_logprobs", config.micro_batch_size, pad_id
+                )
+            order = list(range(len(examples)))
+            random.Random(config.seed * 100_003 + epoch).shuffle(order)
+            for index in range(step - first, steps_per_epoch):
+                if step >= total_steps:
+                    break
+                batch = [examples[i] for i in order[index * batch_size : (index + 1) * batch_size]]
+                started = time.perf_counter()
+                metrics = accumulate_gradients(accelerator, policy, batch, config, pad_id)
+                max_norm = config.max_grad_norm if config.max_grad_norm is not None else math.inf
+                grad_norm = accelerator.clip_grad_norm_(policy.parameters(), max_norm)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                step += 1
+                tokens = sum(len(e.input_ids) for e in batch)
+                record = {
+                    "step": step,
+                    "epoch": epoch,
+                    "lr": scheduler.get_last_lr()[0],
+                    "grad_norm": float(grad_norm),
+                    "trajectories": len(batch),
+                    "tokens": tokens,
+                    "model_tokens": sum(e.model_tokens for e in batch),
+                    "tokens_per_s": tokens / (time.perf_counter() - started),
+                    "reward_mean": sum(e.reward for e in batch) / len(batch),
+                    **metrics,
+                }
+                if accelerator.is_main_process and step % config.log_every == 0:
+                    with metrics_path.open("a", encoding="utf-8") as metrics_file:
+                        metrics_file.write(json.dumps(record) + "\n")
+                    if writer is not None:
+                        for key, value in record.items():
+                            writer.add_scalar(key, value, step)
+                progress.update(bar, advance=1, loss=metrics.get("loss", 0.0))
+                if config.save_every and step % config.save_every == 0 and step < total_steps:
+                    save_checkpoint(accelerator, output_dir, step, examples)
+        save_checkpoint(accelerator, output_dir, step, examples)
+
+    final_dir = output_dir / "final"
+    if accelerator.is_main_process:
+        unwrapped = accelerator.unwrap_model(policy)
+        unwrapped.save_pretrained(str(final_dir), state_dict=accelerator.get_state_dict(policy))
+        tokenizer.save_pretrained(str(final_dir))
+    if writer is not None:
+        writer.close()
+    accelerator.wait_for_everyone()
+    return TrainResult(output_dir=output_dir, final_dir=final_dir, steps=step, metrics_path=metrics_path)

@@ -1,0 +1,166 @@
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from accelerate import Accelerator
+
+from tapo_backend.config import LoraSettings, TrainConfig
+from tapo_backend.data import build_dataset
+from tapo_backend.trainer import accumulate_gradients, fill_logprobs, load_model, token_logprobs, train
+
+
+def _config(tmp_path: Path, name: str = "run", **overrides) -> TrainConfig:
+    values = dict(
+        algo="tapo", lr=3e-3, micro_batch_size=4, grad_accumulation=2, epochs=1,
+        run_name=name, output_dir=str(tmp_path / "out" / name),
+    )
+    values.update(overrides)
+    return TrainConfig(**values)
+
+
+def _answer_logprob(model_dir: Path, dataset, answer_reward: float) -> float:
+    """Mean log-prob of the final-answer turn over trajectories with the given reward."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    chosen = [e for e in dataset.examples if e.reward == answer_reward]
+    ids = torch.nn.utils.rnn.pad_sequence([torch.tensor(e.input_ids) for e in chosen], batch_first=True)
+    mask = torch.nn.utils.rnn.pad_sequence([torch.tensor(e.mask) for e in chosen], batch_first=True)[:, 1:]
+    last_turn = mask.clone()
+    for row in range(len(chosen)):  # keep only the last assistant turn (the answer)
+        positions = mask[row].nonzero().flatten().tolist()
+        gaps = [i for i in range(1, len(positions)) if positions[i] != positions[i - 1] + 1]
+        last_turn[row, : positions[gaps[-1]] if gaps else 0] = 0
+    with torch.no_grad():
+        lps = token_logprobs(model, ids, torch.ones_like(ids))  # right padding: pads never precede a token
+    return float((lps * last_turn).sum() / last_turn.sum())
+
+
+@pytest.mark.slow
+def test_training_raises_logprob_of_rewarded_answers(tmp_path, tiny_model_dir, tokenizer, write_logs) -> None:
+    logs = write_logs(tasks=4, per_answer=2)
+    dataset = build_dataset(logs, tokenizer)
+    before_good = _answer_logprob(tiny_model_dir, dataset, 1.0)
+    before_bad = _answer_logprob(tiny_model_dir, dataset, 0.0)
+    result = train(_config(tmp_path, epochs=4), logs, str(tiny_model_dir))
+    records = [json.loads(line) for line in result.metrics_path.read_text().splitlines()]
+    assert result.steps == 8 and len(records) == 8
+    assert all(math.isfinite(r["loss"]) and math.isfinite(r["grad_norm"]) for r in records)
+    after_good = _answer_logprob(result.final_dir, dataset, 1.0)
+    after_bad = _answer_logprob(result.final_dir, dataset, 0.0)
+    assert after_good > before_good + 0.5
+    assert after_bad < before_bad
+    summary = json.loads((result.output_dir / "dataset_summary.json").read_text())
+    assert summary["trajectories"] == 16 and summary["groups"] == 4
+
+
+def _perturbed_batch(tiny_model_dir, tokenizer, write_logs, accelerator):
+    dataset = build_dataset(write_logs(tasks=3, per_answer=2), tokenizer)
+    model = load_model(str(tiny_model_dir), TrainConfig(run_name="x", output_dir="unused"))
+    fill_logprobs(accelerator, model, dataset.examples, "iteration_logprobs", 4, tokenizer.pad_token_id)
+    generator = torch.Generator().manual_seed(0)
+    for example in dataset.examples:  # stale behaviour: ratios in and out of the clip window
+        noise = torch.randn(len(example.input_ids), generator=generator) * 0.4
+        example.iteration_logprobs = (torch.tensor(example.iteration_logprobs) + noise).tolist()
+    return model, dataset.examples
+
+
+@pytest.mark.parametrize(
+    ("algo", "loss"),
+    [("tapo", {}), ("grpo", {}), ("dr_grpo", {"max_length": 64}), ("gspo", {}), ("ctpo", {"kl_coef": 0.0})],
+)
+def test_micro_batching_does_not_change_the_gradient(algo, loss, tiny_model_dir, tokenizer, write_logs):
+    accelerator = Accelerator()
+    model, examples = _perturbed_batch(tiny_model_dir, tokenizer, write_logs, accelerator)
+    assert len(examples) == 12
+    results = []
+    for micro, accumulation in ((12, 1), (5, 3), (1, 12)):
+        replica = copy.deepcopy(model)
+        config = TrainConfig(
+            algo=algo, loss=loss, micro_batch_size=micro, grad_accumulation=accumulation,
+            run_name="x", output_dir="unused",
+        )
+        metrics = accumulate_gradients(accelerator, replica, examples, config, tokenizer.pad_token_id)
+        grads = torch.cat([p.grad.flatten() for p in replica.parameters()])
+        results.append((metrics, grads))
+    (full, full_grad), *others = results
+    assert full_grad.abs().sum() > 0
+    for metrics, grad in others:
+        assert metrics["loss"] == pytest.approx(full["loss"], rel=1e-5, abs=1e-7)
+        torch.testing.assert_close(grad, full_grad, rtol=1e-4, atol=1e-7)
+
+
+def _weights(directory: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(next(directory.glob("*.safetensors"))))
+
+
+@pytest.mark.slow
+def test_resume_continues_exactly(tmp_path, tiny_model_dir, tokenizer, write_logs) -> None:
+    logs = write_logs(tasks=4, per_answer=2)  # 16 trajectories, batch 4 -> 4 steps per epoch
+    settings = dict(micro_batch_size=2, grad_accumulation=2, epochs=2, warmup_steps=3, save_every=2)
+    straight = train(_config(tmp_path, "straight", max_steps=6, **settings), logs, str(tiny_model_dir))
+    # interrupted mid-epoch at step 3, then resumed across the epoch boundary (behaviour log-probs retaken)
+    first = train(_config(tmp_path, "resumed", max_steps=3, **settings), logs, str(tiny_model_dir))
+    assert first.steps == 3
+    config = _config(tmp_path, "resumed", max_steps=6, **settings)
+    resumed = train(config, logs, str(tiny_model_dir), resume=True)
+    assert resumed.steps == 6
+    a, b = _weights(straight.final_dir), _weights(resumed.final_dir)
+    assert a.keys() == b.keys()
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=1e-5, atol=1e-6)
+    steps = [json.loads(line)["step"] for line in resumed.metrics_path.read_text().splitlines()]
+    assert steps == [1, 2, 3, 4, 5, 6]
+
+
+def test_resume_without_checkpoint_is_an_error(tmp_path, tiny_model_dir, write_logs) -> None:
+    from tapo_backend.data import DataError
+
+    with pytest.raises(DataError, match="no checkpoint"):
+        train(_config(tmp_path, "fresh"), write_logs(tasks=2, per_answer=1), str(tiny_model_dir), resume=True)
+
+
+@pytest.mark.slow
+def test_lora_trains_only_the_adapter(tmp_path, tiny_model_dir, write_logs) -> None:
+    config = _config(tmp_path, "lora", lora=LoraSettings(r=4, alpha=8), max_steps=2)
+    result = train(config, write_logs(tasks=2, per_answer=2), str(tiny_model_dir))
+    adapter = json.loads((result.final_dir / "adapter_config.json").read_text())
+    assert adapter["r"] == 4
+    weights = _weights(result.final_dir)
+    assert weights and all("lora_" in name for name in weights)
+    assert any(w.abs().sum() > 0 for name, w in weights.items() if "lora_B" in name)  # B starts at 0
+
+
+@pytest.mark.slow
+def test_token_in_token_out_logs_train_with_logged_logprobs(tmp_path, tiny_model_dir, tokenizer, write_logs):
+    logs = write_logs(tasks=2, per_answer=2, tokenizer=tokenizer)
+    dataset = build_dataset(logs, tokenizer)
+    assert all(e.behaviour_logprobs is not None for e in dataset.examples)
+    result = train(_config(tmp_path, "tito", epochs=2), logs, str(tiny_model_dir), dataset=dataset)
+    assert all(e.iteration_logprobs is None for e in dataset.examples)  # nothing recomputed
+    records = [json.loads(line) for line in result.metrics_path.read_text().splitlines()]
+    assert len(records) == 2 and all(math.isfinite(r["loss"]) for r in records)
+
+    recomputed = build_dataset(logs, tokenizer)
+    config = _config(tmp_path, "tis", max_steps=1, recompute_old_logprobs=True)
+    train(config, logs, str(tiny_model_dir), dataset=recomputed)
+    assert all(e.iteration_logprobs is not None for e in recomputed.examples)
+
+
+@pytest.mark.slow
+def test_bf16_checkpointing_and_kl_stay_finite(tmp_path, tiny_model_dir, write_logs) -> None:
+    config = _config(
+        tmp_path, "bf16", precision="bf16", gradient_checkpointing=True, epochs=2,
+        loss={"kl_coef": 0.05, "kl_estimator": "k3"},
+    )
+    result = train(config, write_logs(tasks=2, per_answer=2), str(tiny_model_dir))
+    records = [json.loads(line) for line in result.metrics_path.read_text().splitlines()]
+    assert len(records) == 2
+    assert all(math.isfinite(value) for r in records for value in r.values() if isinstance(value, float))
