@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Create the project's venv in .venv and install recreate with the given extras (idempotent).
+# Usage: scripts/setup.sh [EXTRAS]   (default: dev,embed,train,docker)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras=${1:-dev,embed,train,docker}
+[ -x .venv/bin/python ] || "${PYTHON:-python3}" -m venv .venv
+stamp=.venv/.installed-$(cat pyproject.toml <(echo "$extras") | sha256sum | cut -c1-16)
+if [ ! -f "$stamp" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".[$extras]"
+  touch "$stamp"
+fi
