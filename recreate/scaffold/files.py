@@ -203,7 +203,7 @@ def _read_tool(folder: Path, rel: str, problems: list[Problem]) -> dict[str, Any
 def _read_memory(root: Path, problems: list[Problem]) -> list[dict[str, Any]]:
     text = _read_text(root / MEMORY_FILE, MEMORY_FILE, problems, missing_ok=True)
     items = []
-    for number, line in enumerate((text or "").splitlines(), start=1):
+    for number, line in enumerate((text or "").split("\n"), start=1):
         if not line.strip():
             continue
         where = f"{MEMORY_FILE}:{number}"

@@ -55,6 +55,14 @@ def render_template(source: str, variables: dict[str, Any], what: str = "templat
         line = getattr(exc, "lineno", None)
         where = f" (line {line})" if line else ""
         raise ScaffoldError(f"{what}{where}: {exc}") from exc
+    except (
+        TypeError,
+        ValueError,
+        ArithmeticError,
+        LookupError,
+        AttributeError,
+    ) as exc:  # raised by expressions
+        raise ScaffoldError(f"{what}: {type(exc).__name__}: {exc}") from exc
 
 
 def template_variables(source: str) -> set[str]:

@@ -306,7 +306,7 @@ class ScaffoldStore:
         scores = folder / "scores.jsonl"
         if scores.exists():
             info.scores = [
-                json.loads(line) for line in scores.read_text(encoding="utf-8").splitlines() if line
+                json.loads(line) for line in scores.read_text(encoding="utf-8").split("\n") if line
             ]
         return info
 
