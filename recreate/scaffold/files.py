@@ -36,7 +36,12 @@ class _Dumper(yaml.SafeDumper):
     """Block style for multi-line strings so prompts stay readable in diffs."""
 
 
+_YAML_LINE_BREAKS = ("\r", "\x85", "\u2028", "\u2029")  # PyYAML mangles these outside double quotes
+
+
 def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    if any(ch in value for ch in _YAML_LINE_BREAKS):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
     style = "|" if "\n" in value else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
