@@ -1,0 +1,105 @@
+"""`create_domain_agent`: a scaffold + a model -> a LangGraph graph, one line in any LangGraph app."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langgraph.graph.state import CompiledStateGraph
+
+from recreate.agent.graph import DomainAgent
+from recreate.config import load_settings
+from recreate.models import UsageLedger, make_chat_model, parse_spec
+from recreate.sandbox.base import Sandbox, SandboxSpec
+from recreate.scaffold import Scaffold, load_scaffold
+
+
+def resolve_model(
+    model: str | BaseChatModel, *, logprobs: bool = False, temperature: float | None = None
+) -> tuple[BaseChatModel, str | None]:
+    """(chat model, provider name). A spec string goes through `make_chat_model`; with `logprobs` on an
+    OpenAI-compatible endpoint (vLLM) the completion's token ids are requested too."""
+    if isinstance(model, BaseChatModel):
+        return model, None
+    settings = load_settings()
+    provider, _, base_url = parse_spec(model, settings.base_url)
+    extra: dict[str, Any] = {}
+    if logprobs and base_url and provider in (None, "openai"):
+        extra["extra_body"] = {"return_tokens_as_token_ids": True}
+    chat = make_chat_model(
+        model,
+        base_url=settings.base_url,
+        logprobs=logprobs,
+        temperature=temperature,
+        max_retries=settings.max_retries,
+        timeout=settings.request_timeout_s,
+        **extra,
+    )
+    return chat, provider or ("openai" if base_url else None)
+
+
+def resolve_sandbox(sandbox: str | Sandbox) -> Sandbox:
+    if isinstance(sandbox, str):
+        from recreate.sandbox import get_sandbox
+
+        return get_sandbox(sandbox)
+    return sandbox
+
+
+def build_domain_agent(
+    scaffold: Scaffold | str | Path,
+    *,
+    model: str | BaseChatModel,
+    sandbox: str | Sandbox = "bwrap",
+    sandbox_spec: SandboxSpec | None = None,
+    action_format: str | None = None,
+    ledger: UsageLedger | None = None,
+    trajectory_dir: str | Path | None = None,
+    record: bool = True,
+    logprobs: bool = False,
+    temperature: float | None = None,
+    domain: str | None = None,
+) -> DomainAgent:
+    """The agent runtime behind the graph (the rollout runner uses it to pass prepared sessions)."""
+    loaded = load_scaffold(scaffold)
+    chat, provider = resolve_model(model, logprobs=logprobs, temperature=temperature)
+    directory = None
+    if record:
+        directory = Path(trajectory_dir) if trajectory_dir else load_settings().home / "trajectories"
+    return DomainAgent(
+        loaded,
+        chat,
+        sandbox=resolve_sandbox(sandbox),
+        sandbox_spec=sandbox_spec,
+        action_format=action_format,
+        ledger=ledger,
+        trajectory_dir=directory,
+        provider=provider,
+        domain=domain,
+    )
+
+
+def create_domain_agent(
+    scaffold: Scaffold | str | Path,
+    *,
+    model: str | BaseChatModel,
+    sandbox: str | Sandbox = "bwrap",
+    name: str | None = None,
+    checkpointer: Any = None,
+    store: Any = None,
+    **options: Any,
+) -> CompiledStateGraph:
+    """A compiled LangGraph graph that runs the scaffold's agent on `{"task": ...}` (or on the last
+    human message) and returns MessagesState plus `submission`, `exit_status`, `steps`,
+    `trajectory_path`, ...
+
+    `scaffold`: a Scaffold, a scaffold directory, or a stored ref ("runs/x/scaffolds/ds1000@v7").
+    `model`: a spec for `make_chat_model` ("openai:gpt-4.1-mini", "MODEL@http://host:8000/v1") or any
+    LangChain chat model. `sandbox`: "bwrap" (default), "docker", "local" or a Sandbox object.
+    No checkpointer by default, so the graph inherits its parent's when used as a node or subgraph.
+    `options`: sandbox_spec, action_format ("tool_calls" | "text"), ledger, trajectory_dir, record,
+    logprobs, temperature, domain (see `build_domain_agent`).
+    """
+    agent = build_domain_agent(scaffold, model=model, sandbox=sandbox, **options)
+    return agent.compile(name=name, checkpointer=checkpointer, store=store)

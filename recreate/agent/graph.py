@@ -1,0 +1,312 @@
+"""The domain agent: a small LangGraph loop built from a Scaffold.
+
+    start ──► model ──► act ──► model ... ──► finish
+
+`start` renders the system and instance prompts and gets a sandbox session (the one the caller passes in
+the run context, or a fresh one the agent owns); `model` checks the limits and calls the model once (one
+step); `act` runs the reply's action in the session and feeds the observation (or a format error) back;
+`finish` closes what the agent opened and writes the final trajectory. The trajectory is also written
+after every step, and in a `finally` path when a node is interrupted, so a crash never loses the steps
+so far. The graph is compiled without a checkpointer unless one is given, so it drops into a parent
+graph as a node and the parent's checkpointer applies.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NotRequired
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+
+from recreate.agent.actions import parse_reply, runtime_instructions
+from recreate.agent.recorder import TrajectoryRecorder, model_info, step_record
+from recreate.agent.toolbox import ActionError, ToolBox, tool_specs
+from recreate.experience.schema import SandboxInfo, Trajectory, new_id, utcnow
+from recreate.models import BudgetExceeded, LedgerCallback, UsageLedger
+from recreate.redact import redact
+from recreate.sandbox.base import Sandbox, SandboxSpec, Session
+from recreate.scaffold.model import Scaffold
+from recreate.scaffold.render import render_instance, render_system
+
+log = logging.getLogger(__name__)
+ONE_CALL = "Not executed: call one tool per reply; only the first call of your reply ran."
+
+
+class AgentState(MessagesState):
+    """MessagesState plus the run's bookkeeping. Input: `task` (or a last human message), optionally
+    `task_id`, `seed`, `run_id`, `trajectory_id`, `metadata`."""
+
+    task: NotRequired[str]
+    task_id: NotRequired[str | None]
+    seed: NotRequired[int | None]
+    run_id: NotRequired[str | None]
+    metadata: NotRequired[dict[str, Any]]
+    trajectory_id: NotRequired[str]
+    trajectory_path: NotRequired[str | None]
+    submission: NotRequired[str | None]
+    exit_status: NotRequired[str | None]
+    error: NotRequired[str | None]
+    steps: NotRequired[int]
+    format_errors: NotRequired[int]
+    cost_usd: NotRequired[float]
+    records: NotRequired[list[dict[str, Any]]]  # Step records (schema v1), one per model call
+    started_at: NotRequired[str]
+    started_ts: NotRequired[float]
+
+
+@dataclass
+class AgentContext:
+    """Per-run context (never checkpointed): a session the caller prepared, e.g. with the task's files."""
+
+    session: Session | None = None
+
+
+def _node(method: Callable[[DomainAgent, AgentState], dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """An exception in a node ends the run with exit_status "error" (through `finish`, which writes the
+    trajectory); a teardown (KeyboardInterrupt, cancellation) writes it as "interrupted" and re-raises."""
+
+    @functools.wraps(method)
+    def node(self: DomainAgent, state: AgentState) -> dict[str, Any]:
+        try:
+            return method(self, state)
+        except Exception as exc:
+            return _failure(state, exc)
+        except BaseException as exc:
+            self.save_interrupted(dict(state), exc)
+            raise
+
+    return node
+
+
+def _failure(state: dict[str, Any], exc: Exception) -> dict[str, Any]:
+    log.warning("domain agent run %s failed: %s", state.get("trajectory_id"), exc, exc_info=True)
+    return {"exit_status": "error", "error": redact(f"{type(exc).__name__}: {exc}")}
+
+
+class DomainAgent:
+    """Holds what the graph's nodes share: scaffold, model, sandbox, recorder, open sessions."""
+
+    def __init__(
+        self,
+        scaffold: Scaffold,
+        model: BaseChatModel,
+        *,
+        sandbox: Sandbox,
+        sandbox_spec: SandboxSpec | None = None,
+        action_format: str | None = None,
+        ledger: UsageLedger | None = None,
+        trajectory_dir: Path | None = None,
+        provider: str | None = None,
+        domain: str | None = None,
+    ):
+        self.scaffold = scaffold
+        self.sandbox = sandbox
+        self.sandbox_spec = sandbox_spec or SandboxSpec()
+        self.action_format = action_format or scaffold.action_format
+        self.limits = scaffold.limits
+        info = model_info(model, provider)
+        self.model_name = info.name
+        self.recorder = TrajectoryRecorder(
+            scaffold=scaffold.scaffold_ref(),
+            domain=domain or scaffold.domain,
+            model=info,
+            sandbox=SandboxInfo(backend=sandbox.name, image=self.sandbox_spec.image),
+            directory=trajectory_dir,
+        )
+        self.system_text = "\n\n".join(
+            p for p in (render_system(scaffold), runtime_instructions(scaffold, self.action_format)) if p
+        )
+        bound: Any = model
+        if self.action_format == "tool_calls":
+            bound = model.bind_tools(
+                [{"type": "function", "function": spec} for spec in tool_specs(scaffold)]
+            )
+        if ledger is not None:
+            bound = bound.with_config(callbacks=[LedgerCallback(ledger, "agent", self.model_name)])
+        self.llm = bound
+        self.pass_seed = "seed" in getattr(type(model), "model_fields", {})
+        self._sessions: dict[str, tuple[ToolBox, bool]] = {}  # trajectory id -> (toolbox, owned)
+        self._lock = threading.Lock()
+
+    # -- graph ---------------------------------------------------------------------------------
+    def compile(
+        self, *, name: str | None = None, checkpointer: Any = None, store: Any = None
+    ) -> CompiledStateGraph:
+        graph = StateGraph(AgentState, context_schema=AgentContext)
+        graph.add_node("start", self.start)
+        graph.add_node("model", self.call_model)
+        graph.add_node("act", self.act)
+        graph.add_node("finish", self.finish)
+        graph.add_edge(START, "start")
+        graph.add_conditional_edges("start", self._route, ["model", "finish"])
+        graph.add_conditional_edges(
+            "model", lambda s: "act" if s.get("exit_status") == "running" else "finish", ["act", "finish"]
+        )
+        graph.add_conditional_edges("act", self._route, ["model", "finish"])
+        graph.add_edge("finish", END)
+        return graph.compile(name=name or self.scaffold.name, checkpointer=checkpointer, store=store)
+
+    @staticmethod
+    def _route(state: AgentState) -> str:
+        return "model" if state.get("exit_status") == "running" else "finish"
+
+    # -- nodes ---------------------------------------------------------------------------------
+    def start(self, state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+        task = state.get("task") or _last_human_text(state.get("messages", []))
+        fresh = not state.get("steps") and state.get("exit_status") in (None, "running")
+        tid = state.get("trajectory_id") if fresh and state.get("trajectory_id") else new_id("t-")
+        update: dict[str, Any] = {
+            "trajectory_id": tid, "task": task, "submission": None, "exit_status": "running", "error": None,
+            "steps": 0, "format_errors": 0, "cost_usd": 0.0, "records": [], "started_at": utcnow(),
+            "started_ts": time.time(),
+        }  # fmt: skip
+        try:
+            if not task:
+                raise ValueError("no task: pass {'task': ...} or end the input messages with a human message")
+            self._attach(tid, runtime.context.session if runtime.context else None)
+            instance = render_instance(self.scaffold, task, task_id=state.get("task_id") or "")
+            update["messages"] = [SystemMessage(self.system_text, id=f"{tid}:system"), HumanMessage(instance)]
+        except Exception as exc:
+            update.update(_failure(state | update, exc))
+        return update
+
+    @_node
+    def call_model(self, state: AgentState) -> dict[str, Any]:
+        if state["steps"] >= self.limits.max_steps:
+            return {
+                "exit_status": "max_steps",
+                "error": f"step limit reached ({self.limits.max_steps} model calls)",
+            }
+        if state["cost_usd"] >= self.limits.max_cost_usd > 0:
+            reason = f"cost limit reached (${state['cost_usd']:.4f} of ${self.limits.max_cost_usd:g})"
+            return {"exit_status": "max_cost", "error": reason}
+        started = utcnow()
+        kwargs = {"seed": state["seed"]} if self.pass_seed and state.get("seed") is not None else {}
+        try:
+            reply = self.llm.invoke(_run_messages(state), **kwargs)
+        except BudgetExceeded as exc:
+            return {"exit_status": "max_cost", "error": str(exc)}
+        step = step_record(state["steps"], reply, len(_run_messages(state)), started, self.model_name)
+        return self._saved(state, {
+            "messages": [reply],
+            "steps": state["steps"] + 1,
+            "cost_usd": state["cost_usd"] + (step.usage.cost_usd or 0.0),
+            "records": [*state["records"], step.model_dump(mode="json")],
+        })  # fmt: skip
+
+    @_node
+    def act(self, state: AgentState) -> dict[str, Any]:
+        reply = state["messages"][-1]
+        parsed = parse_reply(reply, self.action_format)  # type: ignore[arg-type]
+        step = dict(state["records"][-1])
+        errors = [e.message for e in parsed.errors]
+        out: list[BaseMessage] = [_answer(e.message, e.call_id, "error") for e in parsed.errors]
+        update: dict[str, Any] = {}
+        for i, action in enumerate(parsed.actions):
+            if i > 0 or parsed.errors:
+                out.append(_answer(ONE_CALL, action.call_id, "error"))
+                continue
+            try:
+                done = self._toolbox(state["trajectory_id"]).run(action.name, action.args)
+            except ActionError as exc:
+                errors.append(f"Format error: {exc}")
+                out.append(_answer(errors[-1], action.call_id, "error"))
+                continue
+            step["action"] = {"tool": action.name, "args": action.args}
+            if done.observation is not None:
+                step["observation"] = done.observation.model_dump(mode="json")
+            if done.submission is not None:
+                update.update(submission=done.submission, exit_status="submitted")
+            out.append(_answer(done.text, action.call_id))
+        if errors and not step.get("action"):
+            step["action"] = {"format_error": "\n".join(errors)}
+        update.update(
+            messages=out,
+            records=[*state["records"][:-1], step],
+            format_errors=state["format_errors"] + len(errors),
+        )
+        return self._saved(state, update)
+
+    def finish(self, state: AgentState) -> dict[str, Any]:
+        status = state.get("exit_status")
+        final = {**state, "exit_status": "error" if status in (None, "running") else status}
+        self._release(state.get("trajectory_id"))
+        path = self.recorder.save(self.recorder.build(final, _run_messages(final), final=True))
+        return {"exit_status": final["exit_status"], "trajectory_path": str(path) if path else None}
+
+    def trajectory(self, state: dict[str, Any]) -> Trajectory:
+        """The final Trajectory of a run, from the graph's output state."""
+        return self.recorder.build(state, _run_messages(state), final=True)
+
+    def _saved(self, state: AgentState, update: dict[str, Any]) -> dict[str, Any]:
+        """Write the trajectory as it stands after this step (atomic), then hand the update to the graph."""
+        merged = {**state, **update, "messages": [*state["messages"], *update.get("messages", [])]}
+        self.recorder.save(self.recorder.build(merged, _run_messages(merged)))
+        return update
+
+    def save_interrupted(self, state: dict[str, Any], exc: BaseException) -> None:
+        final = {**state, "exit_status": "interrupted", "error": type(exc).__name__}
+        self._release(state.get("trajectory_id"))
+        self.recorder.save(self.recorder.build(final, _run_messages(final), final=True))
+
+    # -- sessions ------------------------------------------------------------------------------
+    def _attach(self, tid: str, session: Session | None) -> None:
+        owned = session is None
+        if owned:
+            session = self.sandbox.open(self.sandbox_spec)
+        toolbox = ToolBox(self.scaffold, session)
+        try:
+            toolbox.install()
+        except BaseException:
+            if owned:
+                session.close()
+            raise
+        with self._lock:
+            self._sessions[tid] = (toolbox, owned)
+
+    def _toolbox(self, tid: str) -> ToolBox:
+        with self._lock:
+            entry = self._sessions.get(tid)
+        if entry is None:  # resumed from a checkpoint in a new process: the old workspace is gone
+            self._attach(tid, None)
+            entry = self._sessions[tid]
+        return entry[0]
+
+    def _release(self, tid: str | None) -> None:
+        with self._lock:
+            entry = self._sessions.pop(tid, None) if tid else None
+        if entry and entry[1]:
+            entry[0].session.close()
+
+
+def _answer(text: str, call_id: str | None, status: str = "success") -> BaseMessage:
+    if call_id is None:
+        return HumanMessage(text)
+    return ToolMessage(text, tool_call_id=call_id, status=status)
+
+
+def _run_messages(state: dict[str, Any]) -> list[BaseMessage]:
+    """This run's messages: from its system message on (a parent graph may hold earlier ones)."""
+    messages = state.get("messages") or []
+    marker = f"{state.get('trajectory_id')}:system"
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].id == marker:
+            return list(messages[i:])
+    return list(messages)
+
+
+def _last_human_text(messages: list[BaseMessage]) -> str:
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            return message.text
+    return ""

@@ -1,0 +1,206 @@
+"""The domain agent end to end: real `openai` client -> local HTTP server, commands in bubblewrap."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from langchain_openai import ChatOpenAI
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import START, MessagesState, StateGraph
+
+from recreate import create_domain_agent
+from recreate.experience.schema import load_trajectory
+from recreate.models import Budget, UsageLedger
+from recreate.testing import Reply, text, tool_call
+from tests.agent.conftest import MINIMAL, ScriptedChat, call
+
+pytestmark = pytest.mark.bwrap
+
+
+def _agent(server, sandbox, tmp_path, scaffold=MINIMAL, **options):
+    return create_domain_agent(
+        scaffold, model=f"scripted@{server.url}", sandbox=sandbox, trajectory_dir=tmp_path / "traj", **options
+    )
+
+
+def test_minimal_agent_solves_a_scripted_task_and_records_a_complete_trajectory(
+    openai_server, bwrap, tmp_path, secret_env
+):
+    openai_server.enqueue(
+        tool_call(
+            "bash", {"command": "printf 'print(6*7)' > calc.py && python3 calc.py; echo key=$OPENAI_API_KEY"}
+        ),
+        tool_call("submit", {"answer": "42"}),
+    )
+    agent = _agent(openai_server, bwrap, tmp_path, logprobs=True, temperature=0.2)
+    out = agent.invoke({"task": "Compute 6*7 with python.", "task_id": "six-seven", "seed": 5})
+
+    assert out["exit_status"] == "submitted" and out["submission"] == "42" and out["steps"] == 2
+    tool_reply = out["messages"][3]
+    assert "42" in tool_reply.content and secret_env not in tool_reply.content  # no secret in the sandbox
+    assert openai_server.headers[0]["authorization"] == f"Bearer {secret_env}"  # the real client sent it
+    assert openai_server.requests[0]["return_tokens_as_token_ids"] is True
+
+    path = tmp_path / "traj" / f"{out['trajectory_id']}.json"
+    raw = path.read_text()
+    assert secret_env not in raw
+    traj = load_trajectory(path)
+    assert traj.task_id == "six-seven" and traj.seed == 5 and traj.domain == "general"
+    assert traj.scaffold.name == "minimal" and len(traj.scaffold.hash) == 64
+    assert traj.model.name == "scripted" and traj.model.base_url_host == "127.0.0.1"
+    assert traj.model.sampling["temperature"] == 0.2 and traj.model.sampling["seed"] == 5
+    assert [m["role"] for m in traj.messages] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    first, last = traj.steps
+    assert first.action["tool"] == "bash" and first.action["args"]["command"].startswith(
+        "printf 'print(6*7)'"
+    )
+    assert first.observation.exit_code == 0 and first.observation.stdout.startswith("42\n")
+    assert first.usage.prompt_tokens > 0 and first.usage.completion_tokens > 0
+    assert first.token_ids and len(first.token_ids) == len(first.logprobs) == first.usage.completion_tokens
+    assert first.message_index == 2 and traj.messages[2]["tool_calls"][0]["function"]["name"] == "bash"
+    assert last.action == {"tool": "submit", "args": {"answer": "42"}}
+    assert traj.outcome.exit_status == "submitted" and traj.outcome.submission == "42"
+    assert traj.totals.steps == 2 and traj.totals.format_errors == 0 and traj.finished_at
+    assert traj.sandbox.backend == "bwrap" and traj.code_version
+
+
+def test_format_errors_are_fed_back_and_counted_without_ending_the_run(openai_server, bwrap, tmp_path):
+    openai_server.enqueue(
+        text("I will just think."),  # no tool call
+        tool_call("bash", '{"command": "ls'),  # arguments are not JSON
+        tool_call("nope", {"x": 1}),  # unknown tool
+        tool_call("bash", {"cmd": "ls"}),  # arguments do not match the schema
+        tool_call("submit", {"answer": "done"}),
+    )
+    out = _agent(openai_server, bwrap, tmp_path).invoke({"task": "anything"})
+    assert out["exit_status"] == "submitted" and out["format_errors"] == 4 and out["steps"] == 5
+    sent = openai_server.requests[-1]["messages"]
+    feedback = [m["content"] for m in sent if m["role"] in ("user", "tool")][1:]
+    assert "no tool call" in feedback[0]
+    assert "not valid JSON" in feedback[1]
+    assert "unknown tool 'nope'" in feedback[2]
+    assert "bad arguments for 'bash'" in feedback[3]
+    traj = load_trajectory(out["trajectory_path"])
+    assert all("format_error" in s.action for s in traj.steps[:4])
+    # every tool message answers a call of the assistant message before it (valid for OpenAI's API)
+    for i, msg in enumerate(traj.messages):
+        if msg["role"] == "tool":
+            ids = [c["id"] for c in traj.messages[i - 1].get("tool_calls", [])]
+            assert msg["tool_call_id"] in ids
+
+
+def test_step_limit_ends_the_run(openai_server, bwrap, tmp_path):
+    openai_server.responder = lambda body: tool_call("bash", {"command": "true"})
+    scaffold = _with_limits(max_steps=3)
+    out = _agent(openai_server, bwrap, tmp_path, scaffold=scaffold).invoke({"task": "loop"})
+    assert out["exit_status"] == "max_steps" and out["steps"] == 3 and len(openai_server.requests) == 3
+    assert load_trajectory(out["trajectory_path"]).outcome.exit_status == "max_steps"
+
+
+def test_cost_limit_uses_provider_reported_cost(openai_server, bwrap, tmp_path):
+    openai_server.responder = lambda body: tool_call("bash", {"command": "true"}, cost=0.004)
+    out = _agent(openai_server, bwrap, tmp_path, scaffold=_with_limits(max_cost_usd=0.01)).invoke(
+        {"task": "x"}
+    )
+    assert out["exit_status"] == "max_cost" and out["steps"] == 3  # 0.012 >= 0.01 after the third call
+    assert load_trajectory(out["trajectory_path"]).totals.cost_usd == pytest.approx(0.012)
+
+
+def test_shared_ledger_budget_ends_the_run_as_max_cost(openai_server, bwrap, tmp_path):
+    openai_server.responder = lambda body: tool_call("bash", {"command": "true"})
+    ledger = UsageLedger(budget=Budget(max_calls=2))
+    out = _agent(openai_server, bwrap, tmp_path, ledger=ledger).invoke({"task": "x"})
+    assert out["exit_status"] == "max_cost" and "budget exceeded" in out["error"]
+    assert ledger.totals()["calls"] == 2
+
+
+def test_command_timeout_is_reported_and_the_run_goes_on(openai_server, bwrap, tmp_path):
+    openai_server.enqueue(tool_call("bash", {"command": "sleep 20"}), tool_call("submit", {"answer": "late"}))
+    out = _agent(openai_server, bwrap, tmp_path, scaffold=_with_limits(command_timeout_s=1)).invoke(
+        {"task": "x"}
+    )
+    assert out["exit_status"] == "submitted"
+    assert "timed out after 1 s" in out["messages"][3].content
+    assert load_trajectory(out["trajectory_path"]).steps[0].observation.timed_out
+
+
+def test_a_model_failure_mid_run_still_writes_the_steps_so_far(openai_server, bwrap, tmp_path):
+    openai_server.enqueue(tool_call("bash", {"command": "echo one"}), Reply(status=500))
+    model = ChatOpenAI(model="scripted", base_url=openai_server.url, api_key="x", max_retries=0)
+    agent = create_domain_agent(MINIMAL, model=model, sandbox=bwrap, trajectory_dir=tmp_path)
+    out = agent.invoke({"task": "x"})
+    assert out["exit_status"] == "error" and "500" in out["error"]
+    traj = load_trajectory(out["trajectory_path"])
+    assert traj.outcome.exit_status == "error" and len(traj.steps) == 1
+    assert traj.steps[0].observation.stdout == "one\n"
+
+
+def test_an_interrupt_mid_run_leaves_the_trajectory_on_disk(bwrap, tmp_path):
+    model = ScriptedChat(messages=iter([call("bash", command="echo before"), KeyboardInterrupt()]))
+    agent = create_domain_agent(MINIMAL, model=model, sandbox=bwrap, trajectory_dir=tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        agent.invoke({"task": "x", "trajectory_id": "t-interrupted"})
+    traj = load_trajectory(tmp_path / "t-interrupted.json")
+    assert traj.outcome.exit_status == "interrupted" and traj.steps[0].observation.stdout == "before\n"
+
+
+def test_text_action_format_for_models_without_tool_calling(openai_server, bwrap, tmp_path):
+    openai_server.enqueue(
+        text("Counting words.\n```bash\necho 'a b c' | wc -w\n```"),
+        text("Two blocks:\n```bash\nls\n```\n```bash\npwd\n```"),
+        text("The answer:\n```submit\n3\n```"),
+    )
+    out = _agent(openai_server, bwrap, tmp_path, action_format="text").invoke({"task": "Count the words"})
+    assert out["exit_status"] == "submitted" and out["submission"] == "3" and out["format_errors"] == 1
+    assert "tools" not in openai_server.requests[0]
+    assert "```submit" in openai_server.requests[0]["messages"][0]["content"]
+    assert openai_server.requests[1]["messages"][-1]["content"].startswith("exit_code: 0\nstdout:\n3")
+
+
+def test_scaffold_tools_run_inside_the_sandbox_and_memory_is_searchable(
+    openai_server, bwrap, tmp_path, tooled_scaffold
+):
+    openai_server.enqueue(
+        tool_call("add_numbers", {"a": 2, "b": 40}),
+        tool_call("search_memory", {"query": "submitting integers"}),
+        tool_call("submit", {"answer": "42"}),
+    )
+    out = _agent(openai_server, bwrap, tmp_path, scaffold=tooled_scaffold).invoke({"task": "add"})
+    tool_names = [t["function"]["name"] for t in openai_server.requests[0]["tools"]]
+    assert tool_names == ["bash", "add_numbers", "search_memory", "submit"]
+    assert out["messages"][3].content.startswith("exit_code: 0\nstdout:\n42 /workspace")  # ran in the sandbox
+    assert "[m2] Submitting integers" in out["messages"][5].content
+    assert "Pandas groupby keeps NaN keys out" in openai_server.requests[0]["messages"][0]["content"]
+
+
+def test_agent_is_a_subgraph_node_under_a_parent_sqlite_checkpointer(openai_server, bwrap, tmp_path):
+    openai_server.enqueue(
+        tool_call("bash", {"command": "echo 7"}), tool_call("submit", {"answer": "7"}),
+        tool_call("submit", {"answer": "second"}),
+    )  # fmt: skip
+    agent = _agent(openai_server, bwrap, tmp_path)
+    parent = StateGraph(MessagesState)
+    parent.add_node("domain_agent", agent)
+    parent.add_edge(START, "domain_agent")
+    with sqlite3.connect(tmp_path / "ckpt.sqlite", check_same_thread=False) as conn:
+        app = parent.compile(checkpointer=SqliteSaver(conn))
+        config = {"configurable": {"thread_id": "thread-1"}}
+        first = app.invoke({"messages": [("user", "What is 3+4?")]}, config)
+        assert first["messages"][-1].content == "submitted"
+        second = app.invoke({"messages": [("user", "And now?")]}, config)
+        stored = app.get_state(config).values["messages"]
+        assert len(stored) == len(second["messages"]) > len(first["messages"])
+        assert sum(1 for _ in app.get_state_history(config)) >= 4  # checkpoints of both turns
+    # the second turn's model call saw only its own run: its system message and the new task
+    sent = openai_server.requests[-1]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user"] and sent[1]["content"] == "And now?"
+    trajectories = sorted((tmp_path / "traj").glob("*.json"))
+    assert len(trajectories) == 2
+
+
+def _with_limits(**limits):
+    from recreate.scaffold import load_scaffold
+
+    base = load_scaffold(MINIMAL)
+    return base.model_copy(update={"limits": base.limits.model_copy(update=limits)})
