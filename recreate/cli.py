@@ -40,6 +40,7 @@ def register() -> None:
 
     app.command("doctor")(doctor.doctor_command)
     # -- areas register below this line --
+    app.add_typer(__import__("recreate.sandbox.cli", fromlist=["app"]).app, name="sandbox")
     app.add_typer(__import__("recreate.domains.cli", fromlist=["app"]).app, name="domain")
     app.add_typer(__import__("recreate.scaffold.cli", fromlist=["app"]).app, name="scaffold")
 

@@ -1,0 +1,48 @@
+"""`recreate sandbox ...`: try a backend by hand and see which ones work here."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from recreate.sandbox import BACKENDS, DEFAULT_BACKEND, SandboxSpec, backend_status, get_sandbox
+
+app = typer.Typer(
+    help="Run commands in a sandbox; check which sandbox backends work here.", no_args_is_help=True
+)
+
+
+@app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def run_command(
+    command: list[str] = typer.Argument(..., help="The command, after `--` (run with /bin/sh -c)."),
+    backend: str = typer.Option(DEFAULT_BACKEND, "--backend", "-b", help=f"One of: {', '.join(BACKENDS)}."),
+    image: str = typer.Option(None, "--image", help="Docker image, or a rootfs directory for bwrap."),
+    timeout: float = typer.Option(60.0, "--timeout", help="Seconds before the command is killed."),
+    network: bool = typer.Option(False, "--network", help="Allow network access (off by default)."),
+    memory_mb: int = typer.Option(2048, "--memory-mb", help="Memory limit."),
+) -> None:
+    """Run one command in a fresh sandbox and print its output; exits with the command's exit code."""
+    spec = SandboxSpec(image=image, network=network, memory_mb=memory_mb)
+    with get_sandbox(backend).open(spec) as session:
+        result = session.run(" ".join(command), timeout=timeout)
+    sys.stdout.write(result.stdout)
+    sys.stderr.write(result.stderr)
+    if result.timed_out:
+        typer.echo(f"[timed out after {timeout:g} s]", err=True)
+        raise SystemExit(124)
+    raise SystemExit(result.exit_code or 0)
+
+
+@app.command("status")
+def status_command() -> None:
+    """Which sandbox backends work on this machine."""
+    table = Table("backend", "works", "detail")
+    rows = backend_status()
+    for name, ok, detail in rows:
+        table.add_row(name, "[green]yes[/]" if ok else "[red]no[/]", detail)
+    Console().print(table)
+    if not any(ok for name, ok, _ in rows if name != "local"):
+        raise typer.Exit(1)

@@ -1,0 +1,339 @@
+"""`docker`: one container per session through the Docker Engine API (Docker, or Podman's API service).
+
+The container's main process waits on its stdin, which is attached to our process: if we die, the
+connection drops, the process exits and the engine removes the container (`auto_remove`). Containers
+are labelled with their owner (host, pid, process start time); `reap_orphans` removes ours whose
+owner is gone, and never touches anything else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import posixpath
+import select
+import socket
+import struct
+import tarfile
+import time
+import uuid
+from pathlib import Path
+from typing import IO, Any
+
+from recreate.sandbox.base import Result, SandboxError, SandboxSpec
+from recreate.sandbox.process import CappedOutput, make_result
+from recreate.sandbox.shell import sandbox_env, shell_argv
+from recreate.sandbox.workspace import as_bytes, workspace_parts
+
+LABEL = "recreate.sandbox"
+OWNER_LABEL = "recreate.owner"
+INSIDE_ID = 65534
+_STATE = "/tmp/.recreate-shell"
+_PIDS = "/tmp/.recreate-pids"
+_MB = 1024 * 1024
+# Freeze a process and its descendants top-down (nothing forks away), then kill them all.
+_KILL_TREE = r"""
+stop() {
+    kill -STOP "$1" 2>/dev/null; all="$all $1"
+    for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do stop "$c"; done
+}
+all=""; pid=$(cat "$1") || exit 0
+stop "$pid"; kill -KILL $all 2>/dev/null
+"""
+# Exit 0 when $1 (a path that may not exist yet) stays inside the workspace $2 once symlinks in its
+# existing part are resolved; the answer is the exit code, not output, so it survives a lost stream.
+_RESOLVE = r"""
+p=$1
+[ -L "$p" ] && exit 1
+while [ ! -e "$p" ]; do p=$(dirname "$p"); done
+case "$(readlink -f "$p")" in "$2"|"$2"/*) exit 0;; esac
+exit 1
+"""
+
+
+def owner_label() -> str:
+    """host/pid/start-time of this process: identifies our runs and survives pid reuse."""
+    return f"{socket.gethostname()}/{os.getpid()}/{_start_ticks(os.getpid())}"
+
+
+def _start_ticks(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return "?"
+
+
+def _owner_alive(label: str) -> bool:
+    host, pid, ticks = (label.split("/") + ["", "", ""])[:3]
+    if host != socket.gethostname():
+        return True  # not ours to judge
+    return pid.isdigit() and _start_ticks(int(pid)) == ticks
+
+
+def reap_orphans(client: Any) -> list[str]:
+    """Remove containers that our sandboxes started whose owning process has died. Returns their ids."""
+    removed = []
+    for container in client.api.containers(all=True, filters={"label": LABEL}):
+        labels = container.get("Labels") or {}
+        if OWNER_LABEL in labels and not _owner_alive(labels[OWNER_LABEL]):
+            with contextlib.suppress(Exception):
+                client.api.remove_container(container["Id"], force=True)
+                removed.append(container["Id"])
+    return removed
+
+
+class DockerSession:
+    backend = "docker"
+
+    def __init__(self, client: Any, spec: SandboxSpec, image: str):
+        self.client, self.api, self.spec = client, client.api, spec
+        self.workdir = spec.workdir
+        self.closed = False
+        self.id: str | None = None
+        self._keeper_socket: Any = None
+        try:
+            self._create(image)
+        except BaseException:
+            self.close()
+            raise
+
+    def _create(self, image: str) -> None:
+        spec = self.spec
+        host_config = self.api.create_host_config(
+            network_mode="bridge" if spec.network else "none",
+            mem_limit=f"{spec.memory_mb}m",
+            memswap_limit=f"{spec.memory_mb}m",
+            pids_limit=spec.max_processes,
+            nano_cpus=int(spec.cpus * 1e9),
+            auto_remove=True,
+            init=True,  # an init process reaps the orphans that killed commands leave behind
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            tmpfs={"/tmp": f"size={spec.max_file_mb}m,mode=1777"},
+        )
+        labels = {**spec.labels, LABEL: "1", OWNER_LABEL: owner_label()}
+        created = self.api.create_container(
+            image,
+            ["/bin/sh", "-c", "read _"],
+            stdin_open=True,
+            detach=False,
+            user=f"{INSIDE_ID}:{INSIDE_ID}",
+            working_dir=spec.workdir,
+            labels=labels,
+            host_config=host_config,
+            network_disabled=not spec.network,
+        )
+        self.id = created["Id"]
+        self.api.put_archive(self.id, "/", _tar_dirs(spec.workdir))
+        self._keeper_socket = self.api.attach_socket(self.id, params={"stdin": 1, "stream": 1})
+        self.api.start(self.id)
+
+    def run(self, cmd: str, *, timeout: float = 60.0, env: dict[str, str] | None = None) -> Result:
+        self._check_open()
+        started = time.perf_counter()
+        token = uuid.uuid4().hex
+        full_env = sandbox_env(self.workdir, self.spec.env, env)
+        inner = shell_argv(cmd, _STATE if self.spec.persistent else None, env)
+        limits = f"ulimit -t {self.spec.cpu_seconds} -f {self.spec.max_file_mb * 2048} 2>/dev/null"
+        wrapper = f'mkdir -p {_PIDS}; echo $$ >{_PIDS}/{token}; {limits}; exec "$@"'
+        exec_id = self.api.exec_create(
+            self.id,
+            ["/bin/sh", "-c", wrapper, "sh", *inner],
+            environment=full_env,
+            workdir=self.workdir,
+            user=f"{INSIDE_ID}:{INSIDE_ID}",
+        )["Id"]
+        stream = self.api.exec_start(exec_id, socket=True)
+        out, err = CappedOutput(self.spec.output_limit), CappedOutput(self.spec.output_limit)
+        timed_out = not _read_frames(_raw_socket(stream), {1: out, 2: err}, started + timeout)
+        stream.close()
+        if timed_out:
+            self._kill_command(token)
+            return make_result(out, err, None, started, timed_out=True)
+        return make_result(out, err, self._exit_code(exec_id), started, timed_out=False)
+
+    def put(self, path: str, data: bytes | str | IO[bytes] | Path) -> None:
+        self._check_open()
+        parts = workspace_parts(path, self.workdir)
+        self._check_inside(parts)
+        content, mode = as_bytes(data)
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            for depth in range(1, len(parts)):
+                tar.addfile(_tar_info("/".join(parts[:depth]), tarfile.DIRTYPE, 0o755))
+            info = _tar_info("/".join(parts), tarfile.REGTYPE, mode)
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+        self.api.put_archive(self.id, self.workdir, buffer.getvalue())
+
+    def get(self, path: str) -> bytes:
+        self._check_open()
+        parts = workspace_parts(path, self.workdir)
+        self._check_inside(parts)
+        target = posixpath.join(self.workdir, *parts)
+        try:
+            chunks, _ = self.api.get_archive(self.id, target)
+        except Exception as exc:
+            raise SandboxError(f"cannot read {'/'.join(parts)!r} from the workspace: {exc}") from exc
+        limit = self.spec.max_file_mb * _MB
+        data = b"".join(chunks)
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            member = tar.next()
+            if member is None or not member.isfile():
+                raise SandboxError(f"{'/'.join(parts)!r} is not a regular file")
+            if member.size > limit:
+                raise SandboxError(f"{'/'.join(parts)!r} is {member.size} bytes, over the {limit} byte limit")
+            extracted = tar.extractfile(member)
+            return extracted.read() if extracted else b""
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self._keeper_socket is not None:
+            with contextlib.suppress(Exception):
+                self._keeper_socket.close()
+        if self.id is not None:
+            with contextlib.suppress(Exception):
+                self.api.remove_container(self.id, force=True)
+
+    def __enter__(self) -> DockerSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise SandboxError("this docker session is closed")
+
+    def _check_inside(self, parts: list[str]) -> None:
+        """Refuse paths that are, or pass through, symlinks leading out of the workspace."""
+        target = posixpath.join(self.workdir, *parts)
+        root = posixpath.normpath(self.workdir)
+        argv = ["/bin/sh", "-c", _RESOLVE, "sh", target, root]
+        exec_id = self.api.exec_create(self.id, argv, user=f"{INSIDE_ID}:{INSIDE_ID}")["Id"]
+        self.api.exec_start(exec_id)
+        if self._exit_code(exec_id) != 0:
+            raise SandboxError(f"{'/'.join(parts)!r} is a symlink or leads outside the workspace")
+
+    def _exit_code(self, exec_id: str) -> int | None:
+        """The engine may record the exit code a moment after the stream ends (seen with Podman)."""
+        for _ in range(200):
+            state = self.api.exec_inspect(exec_id)
+            if not state.get("Running") and state.get("ExitCode") is not None:
+                return int(state["ExitCode"])
+            time.sleep(0.01)
+        return None
+
+    def _kill_command(self, token: str) -> None:
+        argv = ["/bin/sh", "-c", _KILL_TREE, "sh", f"{_PIDS}/{token}"]
+        exec_id = self.api.exec_create(self.id, argv, user=f"{INSIDE_ID}:{INSIDE_ID}")["Id"]
+        self.api.exec_start(exec_id)
+
+
+def _read_frames(raw: socket.socket, sinks: dict[int, CappedOutput], deadline: float) -> bool:
+    """Demultiplex the exec stream (8-byte headers: stream id, 3 zero bytes, big-endian length) into
+    `sinks` until it ends (True) or the deadline passes (False)."""
+    pending = b""
+    while True:
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            return False
+        readable, _, _ = select.select([raw], [], [], remaining)
+        if not readable:
+            return False
+        chunk = raw.recv(65536)
+        if not chunk:
+            return True
+        pending += chunk
+        while len(pending) >= 8:
+            stream_id, length = struct.unpack(">BxxxL", pending[:8])
+            if len(pending) < 8 + length:
+                break
+            if stream_id in sinks:
+                sinks[stream_id].feed(pending[8 : 8 + length])
+            pending = pending[8 + length :]
+
+
+def _raw_socket(stream: Any) -> socket.socket:
+    return getattr(stream, "_sock", stream)
+
+
+def _tar_info(name: str, kind: bytes, mode: int) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.mode, info.uid, info.gid, info.mtime = kind, mode, INSIDE_ID, INSIDE_ID, int(time.time())
+    return info
+
+
+def _tar_dirs(path: str) -> bytes:
+    """A tar of `path` and its parents as directories owned by the sandbox user."""
+    parts = [part for part in path.split("/") if part]
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for depth in range(1, len(parts) + 1):
+            tar.addfile(_tar_info("/".join(parts[:depth]), tarfile.DIRTYPE, 0o755))
+    return buffer.getvalue()
+
+
+class DockerSandbox:
+    """Options: `image` (used when the spec names none), `base_url` (default: DOCKER_HOST)."""
+
+    name = "docker"
+
+    def __init__(self, image: str | None = None, base_url: str | None = None):
+        self.image = image
+        self.base_url = base_url
+        self._client: Any = None
+        self._reaped = False
+
+    def client(self) -> Any:
+        if self._client is None:
+            try:
+                import docker
+            except ImportError as exc:
+                raise SandboxError(
+                    "the docker backend needs the `docker` package: pip install 'recreate[docker]'"
+                ) from exc
+            try:
+                self._client = (
+                    docker.DockerClient(base_url=self.base_url) if self.base_url else docker.from_env()
+                )
+            except docker.errors.DockerException as exc:
+                raise SandboxError(f"cannot reach a Docker Engine API: {exc}") from exc
+        return self._client
+
+    def open(self, spec: SandboxSpec | None = None) -> DockerSession:
+        spec = spec or SandboxSpec()
+        image = spec.image or self.image
+        if not image:
+            raise SandboxError(
+                "the docker backend needs an image: SandboxSpec(image=...) or get_sandbox('docker', image=)"
+            )
+        client = self.client()
+        if not self._reaped:
+            reap_orphans(client)
+            self._reaped = True
+        try:
+            return DockerSession(client, spec, image)
+        except SandboxError:
+            raise
+        except Exception as exc:
+            raise SandboxError(f"cannot start a container from {image!r}: {exc}") from exc
+
+    def available(self) -> tuple[bool, str]:
+        try:
+            version = self.client().version()
+        except Exception as exc:
+            return False, (
+                f"{exc}; set DOCKER_HOST, or start Podman's API: scripts/podman_service.sh start DIR"
+            )
+        return (
+            True,
+            f"{version.get('Components', [{}])[0].get('Name', 'Engine')} {version.get('Version', '?')}",
+        )

@@ -1,0 +1,118 @@
+"""Session machinery shared by the backends whose workspace is a directory on this host (local, bwrap)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import IO
+
+from recreate.sandbox.base import Result, SandboxError, SandboxSpec
+from recreate.sandbox.workspace import as_bytes, read_file, workspace_parts, write_file
+
+_MB = 1024 * 1024
+
+
+class HostSession(ABC):
+    """A private session directory (`workspace/`, `tmp/`) owned by the session's uid.
+
+    Subclasses say how a command is started (`_launch`) and what else `close()` must stop (`_stop`).
+    """
+
+    backend = "host"
+
+    def __init__(self, spec: SandboxSpec, uid: int | None, base_dir: str | None = None):
+        self.spec = spec
+        self.uid = uid
+        self.owner = (uid, uid) if uid is not None else None
+        self.root = Path(tempfile.mkdtemp(prefix=f"recreate-{self.backend}-", dir=base_dir))
+        self.workspace = self.root / "workspace"
+        self.tmp = self.root / "tmp"
+        for path in (self.workspace, self.tmp):
+            path.mkdir(mode=0o700)
+        self.root.chmod(0o711)  # others may only traverse (bwrap needs that to bind the workspace)
+        if self.owner is not None:
+            for path in (self.root, self.workspace, self.tmp):
+                os.chown(path, *self.owner)
+        self.closed = False
+
+    @property
+    def workdir(self) -> str:
+        """The workspace path as commands see it."""
+        return self.spec.workdir
+
+    def run(self, cmd: str, *, timeout: float = 60.0, env: dict[str, str] | None = None) -> Result:
+        self._check_open()
+        if timeout <= 0:
+            raise SandboxError(f"timeout must be positive, got {timeout}")
+        return self._launch(cmd, timeout, env)
+
+    def put(self, path: str, data: bytes | str | IO[bytes] | Path) -> None:
+        self._check_open()
+        content, mode = as_bytes(data)
+        write_file(self.workspace, workspace_parts(path, self.workdir), content, mode, self.owner)
+
+    def get(self, path: str) -> bytes:
+        self._check_open()
+        return read_file(self.workspace, workspace_parts(path, self.workdir), self.spec.max_file_mb * _MB)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self._stop()
+            if self.uid is not None:
+                kill_uid(self.uid)
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> HostSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise SandboxError(f"this {self.backend} session is closed")
+
+    @abstractmethod
+    def _launch(self, cmd: str, timeout: float, env: dict[str, str] | None) -> Result:
+        """Run one command and wait for it (or its deadline)."""
+
+    @abstractmethod
+    def _stop(self) -> None:
+        """Stop whatever the backend keeps running for the session."""
+
+
+def uid_processes(uid: int) -> list[int]:
+    """Processes whose real uid is `uid`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                status = (entry / "status").read_text()
+                real_uid = status.split("\nUid:", 1)[1].split()[0]
+                if int(real_uid) == uid:
+                    found.append(int(entry.name))
+    return found
+
+
+def kill_uid(uid: int) -> None:
+    """Kill every process of a session uid (only ever a uid we handed to one session)."""
+    for _ in range(5):
+        pids = uid_processes(uid)
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)

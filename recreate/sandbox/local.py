@@ -1,0 +1,71 @@
+"""`local`: commands run as plain subprocesses in a private temp directory. NOT isolation.
+
+Explicit opt-in only (`get_sandbox("local")`): the command sees the host filesystem and network. What it
+does give: a fresh environment without our secrets, its own process group, rlimits, capped output,
+timeouts that kill the tree, and, when we run as root, a throwaway unprivileged uid (so `/root` is
+unreadable, a fork bomb hits its process limit, and `close()` can kill everything the session started).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+from recreate.sandbox.base import Result, SandboxSpec
+from recreate.sandbox.host import HostSession, uid_processes
+from recreate.sandbox.process import kill_tree, limit_args, run_process, sandbox_uid
+from recreate.sandbox.shell import sandbox_env, shell_argv
+
+
+class NoIsolationWarning(UserWarning):
+    """The `local` backend was used: commands are not isolated from this machine."""
+
+
+class LocalSession(HostSession):
+    backend = "local"
+
+    def __init__(self, spec: SandboxSpec, base_dir: str | None = None):
+        super().__init__(spec, sandbox_uid(), base_dir)
+        # Unprivileged, RLIMIT_NPROC counts all of our own processes too; leave room for them.
+        self._own_processes = 0 if self.uid is not None else len(uid_processes(os.getuid()))
+        self._started: list[int] = []
+
+    @property
+    def workdir(self) -> str:
+        return str(self.workspace)
+
+    def _launch(self, cmd: str, timeout: float, env: dict[str, str] | None) -> Result:
+        state = str(self.root / "shell") if self.spec.persistent else None
+        full_env = sandbox_env(str(self.workspace), self.spec.env, env, tmpdir=str(self.tmp))
+        return run_process(
+            limit_args(self.spec, self._own_processes) + shell_argv(cmd, state, env),
+            env=full_env,
+            cwd=str(self.workspace),
+            timeout=timeout,
+            output_limit=self.spec.output_limit,
+            uid=self.uid,
+            on_start=self._started.append,
+        )
+
+    def _stop(self) -> None:
+        for pid in self._started:
+            kill_tree(pid)
+
+
+class LocalSandbox:
+    name = "local"
+
+    def __init__(self, base_dir: str | None = None):
+        self.base_dir = base_dir
+
+    def open(self, spec: SandboxSpec | None = None) -> LocalSession:
+        warnings.warn(
+            "the 'local' sandbox backend does not isolate commands from this machine (no filesystem or "
+            "network isolation); use 'bwrap' or 'docker' for model-written code",
+            NoIsolationWarning,
+            stacklevel=2,
+        )
+        return LocalSession(spec or SandboxSpec(), self.base_dir)
+
+    def available(self) -> tuple[bool, str]:
+        return True, "always available; no isolation (explicit opt-in only)"

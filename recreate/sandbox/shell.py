@@ -1,0 +1,62 @@
+"""What a command sees: the allow-listed environment and the shell wrapper (plain or persistent)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from recreate.sandbox.base import SandboxError
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_SECRET_NAME = re.compile(r"API_?KEY|TOKEN|SECRET|PASSW(OR)?D|CREDENTIAL|PRIVATE_KEY", re.IGNORECASE)
+_VALID_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MIN_SECRET_LENGTH = 8
+
+# Restores the saved exported variables and directory, applies this call's env, runs the command in
+# this same shell (so `cd`/`export` take effect) and saves the state again on exit, whatever the exit.
+_PERSISTENT_SCRIPT = r"""
+__recreate_state=$1
+__recreate_cmd=$2
+if [ -f "$__recreate_state.env" ]; then . "$__recreate_state.env"; fi
+if [ -f "$__recreate_state.cwd" ]; then cd "$(cat "$__recreate_state.cwd")" 2>/dev/null; fi
+eval "$3"
+trap 'export -p >"$__recreate_state.env"; pwd >"$__recreate_state.cwd"' EXIT
+set --
+eval "$__recreate_cmd"
+"""
+
+
+def sandbox_env(home: str, *layers: dict[str, str] | None, tmpdir: str = "/tmp") -> dict[str, str]:
+    """A fresh environment: a fixed base plus the caller's layers. Nothing comes from our own
+    environment, and anything that looks like a credential is refused."""
+    env = {"PATH": DEFAULT_PATH, "HOME": home, "LANG": "C.UTF-8", "TMPDIR": tmpdir}
+    for layer in layers:
+        for name, value in (layer or {}).items():
+            check_env_var(name, value)
+            env[name] = value
+    return env
+
+
+def check_env_var(name: str, value: str) -> None:
+    if not _VALID_NAME.fullmatch(name):
+        raise SandboxError(f"invalid environment variable name {name!r}")
+    if _SECRET_NAME.search(name):
+        raise SandboxError(f"refusing to pass {name!r} into a sandbox: it looks like a credential")
+    for host_name, host_value in os.environ.items():
+        if _SECRET_NAME.search(host_name) and len(host_value) >= _MIN_SECRET_LENGTH and host_value in value:
+            raise SandboxError(
+                f"refusing to pass {name!r} into a sandbox: it contains the value of ${host_name}"
+            )
+
+
+def shell_argv(cmd: str, state_prefix: str | None = None, env: dict[str, str] | None = None) -> list[str]:
+    """argv that runs `cmd` with /bin/sh; with `state_prefix`, cwd and exported variables persist
+    across calls in files `<state_prefix>.env` / `.cwd`, and `env` is re-applied over the saved state."""
+    if state_prefix is None:
+        return ["/bin/sh", "-c", cmd]
+    exports = "".join(f"export {name}={_quote(value)}\n" for name, value in (env or {}).items())
+    return ["/bin/sh", "-c", _PERSISTENT_SCRIPT, "sh", state_prefix, cmd, exports]
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("'", "'\"'\"'") + "'"

@@ -1,0 +1,103 @@
+"""The Session contract, the same on every backend."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from recreate.sandbox import SandboxError
+from recreate.sandbox.base import Session
+
+
+def test_run_keeps_streams_apart_and_reports_exit_code(open_session) -> None:
+    session = open_session()
+    result = session.run("echo out; echo err >&2; exit 7", timeout=30)
+    assert (result.stdout, result.stderr, result.exit_code) == ("out\n", "err\n", 7)
+    assert not result.ok and not result.timed_out and result.duration_s > 0
+    assert (result.stdout_bytes, result.stderr_bytes) == (4, 4)
+    assert isinstance(session, Session)
+
+
+def test_signal_death_reads_as_128_plus_signal(open_session) -> None:
+    result = open_session().run("kill -9 $$", timeout=30)
+    assert result.exit_code == 137
+
+
+def test_put_get_round_trip_in_nested_dirs(open_session, tmp_path: Path) -> None:
+    session = open_session()
+    script = tmp_path / "tool.sh"
+    script.write_text("echo from tool\n")
+    script.chmod(0o755)
+    session.put("a/b/data.bin", bytes(range(256)))
+    session.put("note.txt", "héllo")
+    session.put("stream.txt", io.BytesIO(b"streamed"))
+    session.put("bin/tool.sh", script)
+    assert session.get("a/b/data.bin") == bytes(range(256))
+    assert session.get("note.txt") == "héllo".encode()
+    assert session.run("cat stream.txt; ./bin/tool.sh", timeout=30).stdout == "streamedfrom tool\n"
+    session.run("echo made inside > made.txt", timeout=30)
+    assert session.get("made.txt") == b"made inside\n"
+
+
+def test_absolute_workspace_paths_work_and_others_are_refused(open_session) -> None:
+    session = open_session()
+    workdir = getattr(session, "workdir", "/workspace")
+    session.put(f"{workdir}/abs.txt", "x")
+    assert session.get("abs.txt") == b"x"
+    for bad in ("/etc/passwd", "../outside", "a/../../outside", ""):
+        with pytest.raises(SandboxError):
+            session.put(bad, "x")
+    with pytest.raises(SandboxError):
+        session.get("missing.txt")
+
+
+def test_not_persistent_by_default(open_session) -> None:
+    session = open_session()
+    session.run("mkdir -p sub && cd sub && export MARK=1", timeout=30)
+    result = session.run('pwd; echo "mark=$MARK"', timeout=30)
+    assert not result.stdout.rstrip().split("\n")[0].endswith("/sub")
+    assert "mark=\n" in result.stdout
+
+
+def test_persistent_shell_keeps_cwd_and_exports(open_session) -> None:
+    session = open_session(persistent=True)
+    session.run("mkdir -p sub && cd sub && export MARK='a b' && exit 3", timeout=30)
+    result = session.run('pwd; echo "mark=$MARK"', timeout=30)
+    assert result.stdout.split("\n")[0].endswith("/sub")
+    assert "mark=a b\n" in result.stdout
+    assert session.run("echo $EXTRA", timeout=30, env={"EXTRA": "per-call"}).stdout == "per-call\n"
+
+
+def test_environment_is_a_fresh_allow_list(open_session, secret_env: str, monkeypatch) -> None:
+    monkeypatch.setenv("SOME_HOST_SETTING", "host-only")
+    session = open_session(env={"SPEC_VAR": "from-spec"})
+    env = session.run("env", timeout=30, env={"RUN_VAR": "from-run"}).stdout
+    assert "SPEC_VAR=from-spec" in env and "RUN_VAR=from-run" in env
+    assert "SOME_HOST_SETTING" not in env and secret_env not in env and "OPENAI_API_KEY" not in env
+
+
+def test_credentials_are_refused_as_env(open_session, secret_env: str) -> None:
+    session = open_session()
+    with pytest.raises(SandboxError, match="credential"):
+        session.run("true", timeout=30, env={"OPENAI_API_KEY": "sk-anything"})
+    with pytest.raises(SandboxError, match="OPENAI_API_KEY"):
+        session.run("true", timeout=30, env={"HARMLESS_NAME": f"prefix-{secret_env}"})
+
+
+def test_closed_session_refuses_work_and_close_is_idempotent(open_session) -> None:
+    session = open_session()
+    session.close()
+    session.close()
+    with pytest.raises(SandboxError, match="closed"):
+        session.run("true", timeout=30)
+    with pytest.raises(SandboxError, match="closed"):
+        session.get("x")
+
+
+def test_context_manager_closes(open_session) -> None:
+    with open_session() as session:
+        assert session.run("echo in", timeout=30).stdout == "in\n"
+    with pytest.raises(SandboxError):
+        session.run("true", timeout=30)
