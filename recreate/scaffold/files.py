@@ -1,4 +1,4 @@
-"""A scaffold as a directory: read it (never executing anything), write it canonically, hash it.
+"""A scaffold as a directory: read it (never executing anything), write it canonically, hash its content.
 
 ```
 scaffold.yaml            name, domain, description, system_prompt, instance_template, action_format,
@@ -32,14 +32,19 @@ TOOL_FILE = "tool.yaml"
 _SET_BY_LAYOUT = ("name", "language", "code")  # tool fields that come from the directory, not tool.yaml
 
 
-class _Dumper(yaml.SafeDumper):
+# libyaml when present (about 10x faster); both emitters produce YAML that loads to the same content
+_BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Dumper(_BaseDumper):  # type: ignore[misc, valid-type]
     """Block style for multi-line strings so prompts stay readable in diffs."""
 
 
 _YAML_LINE_BREAKS = ("\r", "\x85", "\u2028", "\u2029")  # PyYAML mangles these outside double quotes
 
 
-def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+def _str_representer(dumper: yaml.Dumper, value: str) -> yaml.Node:
     if any(ch in value for ch in _YAML_LINE_BREAKS):
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
     style = "|" if "\n" in value else None
@@ -70,11 +75,12 @@ def canonical_files(scaffold: Scaffold) -> dict[str, bytes]:
 
 
 def content_hash(scaffold: Scaffold) -> str:
-    digest = hashlib.sha256()
-    for path, data in sorted(canonical_files(scaffold).items()):
-        digest.update(f"{path}\0{len(data)}\0".encode())
-        digest.update(data)
-    return digest.hexdigest()
+    """sha256 of the content in canonical JSON (sorted keys): the same for equal scaffolds on any
+    machine, whatever YAML emitter wrote their files."""
+    canonical = json.dumps(
+        scaffold.model_dump(mode="json"), sort_keys=True, ensure_ascii=False, separators=(",", ":")
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def write_dir(scaffold: Scaffold, dest: str | Path) -> Path:
@@ -246,7 +252,7 @@ def _load_yaml(path: Path, rel: str, problems: list[Problem]) -> dict[str, Any] 
     if text is None:
         return None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_Loader)  # a safe loader: plain data, no tags that build objects
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""

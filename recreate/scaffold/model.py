@@ -103,13 +103,21 @@ class Scaffold(_Model):
 
     _ref: str | None = PrivateAttr(None)  # "name@v7" when loaded from a store
 
+    def __eq__(self, other: object) -> bool:
+        """Equal content, wherever each came from (the store ref is not content)."""
+        if not isinstance(other, Scaffold):
+            return NotImplemented
+        return self.model_dump() == other.model_dump()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like every pydantic model
+
     @property
     def ref(self) -> str | None:
         """`name@vN` when this object came out of a store, else None."""
         return self._ref
 
     def content_hash(self) -> str:
-        """sha256 of the canonical files: equal for scaffolds with the same content."""
+        """sha256 of the content in canonical JSON: equal for scaffolds with the same content."""
         from recreate.scaffold.files import content_hash
 
         return content_hash(self)

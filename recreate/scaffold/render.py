@@ -10,9 +10,10 @@ plus any extra keyword the caller passes.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateError, meta
+from jinja2 import StrictUndefined, Template, TemplateError, meta
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from recreate.scaffold.errors import ScaffoldError
@@ -48,9 +49,14 @@ def instance_variables(scaffold: Scaffold, task: str, **extra: Any) -> dict[str,
     return values
 
 
+@lru_cache(maxsize=512)
+def _compiled(source: str) -> Template:
+    return _env.from_string(source)
+
+
 def render_template(source: str, variables: dict[str, Any], what: str = "template") -> str:
     try:
-        return _env.from_string(source).render(**variables)
+        return _compiled(source).render(**variables)
     except TemplateError as exc:
         line = getattr(exc, "lineno", None)
         where = f" (line {line})" if line else ""
@@ -65,9 +71,10 @@ def render_template(source: str, variables: dict[str, Any], what: str = "templat
         raise ScaffoldError(f"{what}: {type(exc).__name__}: {exc}") from exc
 
 
-def template_variables(source: str) -> set[str]:
+@lru_cache(maxsize=512)
+def template_variables(source: str) -> frozenset[str]:
     """Names a template reads from its context (raises jinja2.TemplateSyntaxError)."""
-    return meta.find_undeclared_variables(_env.parse(source))
+    return frozenset(meta.find_undeclared_variables(_env.parse(source)))
 
 
 def render_rules(scaffold: Scaffold) -> str:

@@ -186,6 +186,8 @@ class ScaffoldStore:
                 created_at=datetime.now(UTC).isoformat(timespec="seconds"),
                 validated={"static": True, "sandbox": sandbox_checked},
             )
+            for stale in (self.root / name).glob(".tmp-*"):  # left by a killed writer; we hold the lock
+                shutil.rmtree(stale, ignore_errors=True)
             tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root / name))
             try:
                 write_dir(scaffold, tmp / "scaffold")
