@@ -1,0 +1,168 @@
+"""`recreate experience ...`: the experience store in the recreate home (RECREATE_HOME)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from recreate.config import load_settings
+from recreate.experience.digest import one_line
+from recreate.experience.importers import FORMATS, read_path
+from recreate.experience.store import ExperienceStore, open_store
+from recreate.experience.views import DEFAULT_BUDGET, VIEWS, render
+
+app = typer.Typer(help="Stored agent runs: list, inspect, search, import, export, keep the index in sync.")
+console = Console()
+
+DomainOpt = typer.Option(None, "--domain", help="only this domain")
+TaskOpt = typer.Option(None, "--task", help="only this task id")
+OutcomeOpt = typer.Option(None, "--outcome", help="passed | failed | unevaluated")
+RunOpt = typer.Option(None, "--run", help="only this run id")
+VersionOpt = typer.Option(None, "--scaffold-version", help="only this scaffold version, e.g. v3")
+
+
+def _store() -> ExperienceStore:
+    return open_store(load_settings())
+
+
+def _filters(**values: Any) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
+
+
+@app.command("ls")
+def ls_command(
+    domain: str = DomainOpt,
+    task: str = TaskOpt,
+    outcome: str = OutcomeOpt,
+    run: str = RunOpt,
+    scaffold_version: str = VersionOpt,
+    limit: int = typer.Option(50, "--limit", help="show the newest N"),
+) -> None:
+    """List stored trajectories."""
+    store = _store()
+    entries = store.list(
+        _filters(domain=domain, task_id=task, outcome=outcome, run_id=run, scaffold_version=scaffold_version)
+    )
+    for e in entries[-limit:]:
+        score = "-" if e.score is None else f"{e.score:g}"
+        version = f"{e.scaffold_name or '-'}@{e.scaffold_version or '-'}"
+        typer.echo(
+            f"{e.id}  task={e.task_id}  domain={e.domain}  scaffold={version}  "
+            f"{e.outcome}({score})  {e.exit_status}  steps={e.n_steps}"
+        )
+    typer.echo(f"{len(entries)} trajectories in {store.root}", err=True)
+
+
+@app.command("show")
+def show_command(
+    trajectory_id: str,
+    view: str = typer.Option("index", "--view", help=f"one of {', '.join(VIEWS)}"),
+    budget: int = typer.Option(DEFAULT_BUDGET, "--budget", help="approximate token budget (chars / 4)"),
+) -> None:
+    """Show one trajectory through a compact view."""
+    typer.echo(render(_store().get(trajectory_id), view, budget))
+
+
+@app.command("search")
+def search_command(
+    query: str,
+    k: int = typer.Option(5, "-k", help="number of hits"),
+    scope: str = typer.Option("steps", "--scope", help="steps | summaries | memory"),
+    domain: str = DomainOpt,
+    task: str = TaskOpt,
+    outcome: str = OutcomeOpt,
+    error_type: str = typer.Option(None, "--error-type", help="steps only, e.g. ModuleNotFoundError"),
+) -> None:
+    """Semantic search; prints trajectory id, task id, step and a snippet per hit."""
+    filters = _filters(domain=domain, task_id=task, outcome=outcome, error_type=error_type)
+    for hit in _store().search(query, scope=scope, filters=filters, k=k):
+        meta = hit.metadata
+        step = meta.get("step", "-")
+        task_id = meta.get("task_id", "-")
+        typer.echo(
+            f"{hit.trajectory_id or hit.id}  task={task_id}  step={step}  {one_line(hit.document)[:160]}"
+        )
+
+
+@app.command("import")
+def import_command(
+    path: Path,
+    fmt: str = typer.Option("auto", "--format", help=f"one of {', '.join(FORMATS)}"),
+    domain: str = typer.Option(None, "--domain", help="domain for the imported runs (default per format)"),
+) -> None:
+    """Import mini-swe-agent .traj.json, OpenAI chat JSONL, LangSmith exports or schema-v1 files."""
+    batch = read_path(path, fmt, domain=domain)
+    store = _store()
+    with _progress() as progress:
+        bar = progress.add_task("importing", total=len(batch.trajectories))
+        report = store.ingest(
+            batch.trajectories, source=str(path), progress=lambda n: progress.advance(bar, n)
+        )
+    report.errors[:0] = batch.errors
+    for line in report.errors[:20] + report.truncated[:20]:
+        typer.echo(f"  {line}", err=True)
+    if report.duplicates:
+        typer.echo(
+            f"  duplicates (already stored, left as they are): {', '.join(report.duplicates[:10])}", err=True
+        )
+    typer.echo(report.summary())
+    if report.errors:
+        raise typer.Exit(1)
+
+
+@app.command("reindex")
+def reindex_command() -> None:
+    """Rebuild the catalog and the Chroma index from the trajectory files."""
+    store = _store()
+    with _progress() as progress:
+        bar = progress.add_task("reindexing", total=len(list(store.files.glob("*/*.json"))))
+        report = store.reindex(progress=lambda n: progress.advance(bar, n))
+    for line in report.errors:
+        typer.echo(f"  {line}", err=True)
+    typer.echo(
+        f"reindexed {len(report.added)} trajectories; {len(report.errors)} unreadable file(s) left in place"
+    )
+
+
+@app.command("verify")
+def verify_command() -> None:
+    """Check that files, catalog and index agree; exit code 1 on drift."""
+    drift = _store().verify()
+    if drift.ok:
+        typer.echo("ok: files, catalog and index agree")
+        return
+    for line in drift.lines():
+        typer.echo(f"drift: {line}")
+    typer.echo("run `recreate experience reindex` to rebuild the catalog and index from the files")
+    raise typer.Exit(1)
+
+
+@app.command("export")
+def export_command(
+    out: Path,
+    domain: str = DomainOpt,
+    task: str = TaskOpt,
+    outcome: str = OutcomeOpt,
+    run: str = RunOpt,
+    scaffold_version: str = VersionOpt,
+) -> None:
+    """Write matching trajectories as schema-v1 JSONL (the input of fine-tuning)."""
+    filters = _filters(
+        domain=domain, task_id=task, outcome=outcome, run_id=run, scaffold_version=scaffold_version
+    )
+    count = _store().export(out, filters)
+    typer.echo(f"wrote {count} trajectories to {out}")

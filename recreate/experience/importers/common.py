@@ -1,0 +1,59 @@
+"""Helpers shared by the importers: stable ids, clean chat messages, per-item error reports."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from recreate.experience.schema import Trajectory
+
+_MESSAGE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
+
+
+class ImportFormatError(ValueError):
+    """The input is not in the format the importer reads; the message says where and why."""
+
+
+@dataclass
+class ImportBatch:
+    trajectories: list[Trajectory] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # "file:line: problem" — skipped, not fatal
+
+    def extend(self, other: ImportBatch) -> None:
+        self.trajectories += other.trajectories
+        self.errors += other.errors
+
+
+def stable_id(prefix: str, content: Any) -> str:
+    """Same input, same id: importing a file twice reports duplicates instead of storing copies."""
+    text = content if isinstance(content, str) else json.dumps(content, sort_keys=True, default=str)
+    return f"{prefix}-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:16]}"
+
+
+def safe_id(prefix: str, raw: str) -> str:
+    """An id from a foreign id, reduced to file-name-safe characters (hashed when that would change it)."""
+    cleaned = "".join(c if c.isalnum() or c in "._-" else "-" for c in raw)[:150]
+    return f"{prefix}-{cleaned}" if cleaned == raw and cleaned else stable_id(prefix, raw)
+
+
+def clean_message(message: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI chat message with only the standard keys (drops tool-specific extras)."""
+    return {k: message[k] for k in _MESSAGE_KEYS if k in message and message[k] is not None}
+
+
+def parse_json_args(arguments: Any) -> dict[str, Any]:
+    if isinstance(arguments, dict):
+        return arguments
+    try:
+        parsed = json.loads(arguments or "{}")
+    except (TypeError, json.JSONDecodeError):
+        return {"raw": str(arguments)}
+    return parsed if isinstance(parsed, dict) else {"value": parsed}
+
+
+def as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)

@@ -1,0 +1,280 @@
+"""Chroma index over the experience store: steps, trajectory summaries and memory items.
+
+Embedded `PersistentClient` by default, `HttpClient` when a server URL is given. Collection names carry
+the embedding's name, so indexes built with different embeddings live side by side and never mix.
+The index is derived data: `ExperienceStore.reindex()` rebuilds it from the trajectory files.
+
+Embedded Chroma keeps its vector index in process memory and flushes it to disk, so two processes
+writing the same directory lose each other's vectors (measured: the last writer wins). One process at a
+time therefore owns the embedded index for writing (an flock on `chroma.owner.lock`); other processes
+store files and catalog rows and leave indexing to the owner (`ExperienceStore.sync_index`). Use a Chroma
+server (`chroma_url`) when several processes must index at once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import chromadb
+from chromadb.api.types import EmbeddingFunction
+from chromadb.config import Settings as ChromaSettings
+
+from recreate.experience.catalog import FILTER_KEYS, check_filters
+from recreate.experience.digest import (
+    action_text,
+    error_type,
+    observation_text,
+    one_line,
+    outcome_label,
+    task_statement,
+    truncate_middle,
+)
+from recreate.experience.embeddings import make_embedding
+from recreate.experience.schema import Trajectory
+
+SCOPES = ("steps", "summaries", "memory")
+STEP_FILTER_KEYS = (*FILTER_KEYS, "error_type", "step")
+MEMORY_FILTER_KEYS = ("scaffold_name", "tag")
+OBSERVATION_CHARS = 600  # per step document; MiniLM reads ~256 tokens anyway
+
+
+class IndexBusyError(RuntimeError):
+    """Another process owns the embedded index for writing."""
+
+
+_owned: dict[str, int] = {}  # resolved index path -> fd holding the owner flock, for this process
+_owned_lock = threading.Lock()
+
+
+def _own(path: Path) -> bool:
+    """Take (or confirm) this process's write ownership of an embedded index directory."""
+    key = str(path.resolve())
+    with _owned_lock:
+        if key in _owned:
+            return True
+        fd = os.open(key + ".owner.lock", os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        _owned[key] = fd  # held until the process exits: the kernel releases it even on SIGKILL
+        return True
+
+
+@dataclass(frozen=True)
+class Hit:
+    id: str
+    scope: str
+    distance: float
+    document: str
+    metadata: dict[str, Any]
+
+    @property
+    def trajectory_id(self) -> str:
+        return str(self.metadata.get("trajectory_id", ""))
+
+
+def make_client(path: Path, url: str | None = None) -> chromadb.ClientAPI:
+    settings = ChromaSettings(anonymized_telemetry=False)
+    if url:
+        parsed = urlparse(url if "://" in url else f"http://{url}")
+        return chromadb.HttpClient(
+            host=parsed.hostname or "localhost",
+            port=parsed.port or 8000,
+            ssl=parsed.scheme == "https",
+            settings=settings,
+        )
+    path.mkdir(parents=True, exist_ok=True)
+    return chromadb.PersistentClient(path=str(path), settings=settings)
+
+
+def _base_metadata(traj: Trajectory) -> dict[str, Any]:
+    scaffold = traj.scaffold
+    meta: dict[str, Any] = {
+        "trajectory_id": traj.trajectory_id,
+        "task_id": traj.task_id,
+        "domain": traj.domain,
+        "run_id": traj.run_id or "",
+        "scaffold_name": scaffold.name if scaffold else "",
+        "scaffold_version": (scaffold.version or "") if scaffold else "",
+        "model": traj.model.name if traj.model else "",
+        "outcome": outcome_label(traj),
+        "exit_status": traj.outcome.exit_status,
+    }
+    if traj.evaluation is not None:
+        meta["score"] = float(traj.evaluation.score)
+    return meta
+
+
+def step_documents(traj: Trajectory) -> tuple[list[str], list[str], list[dict[str, Any]]]:
+    base = _base_metadata(traj)
+    ids, docs, metas = [], [], []
+    for position, step in enumerate(traj.steps):
+        kind = error_type(step)
+        text = f"{action_text(step)}\n{observation_text(step, OBSERVATION_CHARS)}"
+        if step.error:
+            text += f"\nerror: {truncate_middle(step.error, 300)}"
+        ids.append(f"{traj.trajectory_id}#{position}")
+        docs.append(text)
+        metas.append({**base, "step": step.index, "error_type": kind})
+    return ids, docs, metas
+
+
+def summary_document(traj: Trajectory) -> str:
+    lines = [
+        f"task {traj.task_id} ({traj.domain}): {truncate_middle(one_line(task_statement(traj)), 800)}",
+        f"outcome: {traj.outcome.exit_status}, {outcome_label(traj)}",
+    ]
+    if traj.evaluation is not None:
+        lines.append(
+            f"score {traj.evaluation.score:g}; feedback: {truncate_middle(traj.evaluation.feedback, 800)}"
+        )
+    if traj.outcome.error:
+        lines.append(f"error: {truncate_middle(traj.outcome.error, 300)}")
+    return "\n".join(lines)
+
+
+def where_clause(filters: dict[str, Any]) -> dict[str, Any] | None:
+    terms = [{key: value} for key, value in filters.items()]
+    if not terms:
+        return None
+    return terms[0] if len(terms) == 1 else {"$and": terms}
+
+
+class ExperienceIndex:
+    def __init__(
+        self, path: Path, *, embedding: str | EmbeddingFunction = "minilm", url: str | None = None
+    ) -> None:
+        self.embedding = make_embedding(embedding)
+        self.path, self.url = path, url
+        self.client = make_client(path, url)
+        self._suffix = re.sub(r"[^A-Za-z0-9]+", "-", self.embedding.name()).strip("-")
+        self._write_lock = threading.Lock()
+        self._open_lock = threading.Lock()
+        self._collections: dict[str, Any] = {}
+
+    def collection_name(self, scope: str) -> str:
+        return f"exp-{scope}-{self._suffix}"
+
+    def collection(self, scope: str) -> Any:
+        if scope not in SCOPES:
+            raise ValueError(f"unknown scope {scope!r}; choose one of {', '.join(SCOPES)}")
+        with self._open_lock:
+            if scope not in self._collections:
+                self._collections[scope] = self.client.get_or_create_collection(
+                    self.collection_name(scope),
+                    embedding_function=self.embedding,
+                    configuration={"hnsw": {"space": "cosine"}},
+                )
+        return self._collections[scope]
+
+    def writable(self) -> bool:
+        """True when this process may write: always with a server, else when it owns the directory."""
+        return self.url is not None or _own(self.path)
+
+    def _check_writable(self) -> None:
+        if not self.writable():
+            raise IndexBusyError(
+                f"another process is writing the index in {self.path}; "
+                "its entries are indexed by that process or by the next `reindex`/sync"
+            )
+
+    def _write(self, scope: str, ids: list[str], docs: list[str], metas: list[dict[str, Any]]) -> None:
+        if not ids:
+            return
+        self._check_writable()
+        collection = self.collection(scope)
+        batch = self.client.get_max_batch_size()
+        embeddings = self.embedding(docs)
+        with self._write_lock:
+            for start in range(0, len(ids), batch):
+                end = start + batch
+                collection.upsert(
+                    ids=ids[start:end],
+                    documents=docs[start:end],
+                    metadatas=metas[start:end],
+                    embeddings=embeddings[start:end],
+                )
+
+    def add(self, trajectories: Sequence[Trajectory]) -> None:
+        ids, docs, metas = [], [], []
+        for traj in trajectories:
+            step_ids, step_docs, step_metas = step_documents(traj)
+            ids += step_ids
+            docs += step_docs
+            metas += step_metas
+        self._write("steps", ids, docs, metas)
+        self._write(
+            "summaries",
+            [t.trajectory_id for t in trajectories],
+            [summary_document(t) for t in trajectories],
+            [_base_metadata(t) for t in trajectories],
+        )
+
+    def add_memory(self, items: Iterable[dict[str, Any]], scaffold_name: str = "") -> None:
+        ids, docs, metas = [], [], []
+        for item in items:
+            ids.append(str(item["id"]))
+            docs.append(f"{item.get('title', '')}\n{item.get('content', '')}")
+            metas.append(
+                {
+                    "scaffold_name": scaffold_name,
+                    "title": str(item.get("title", "")),
+                    "tag": ",".join(item.get("tags", [])) or "",
+                }
+            )
+        self._write("memory", ids, docs, metas)
+
+    def search(
+        self, query: str, *, scope: str = "steps", filters: dict[str, Any] | None = None, k: int = 5
+    ) -> list[Hit]:
+        allowed = {"steps": STEP_FILTER_KEYS, "summaries": FILTER_KEYS, "memory": MEMORY_FILTER_KEYS}[scope]
+        where = where_clause(check_filters(filters, allowed))
+        collection = self.collection(scope)
+        vector = self.embedding.embed_query([query])
+        found = collection.query(
+            query_embeddings=vector, n_results=k, where=where, include=["documents", "metadatas", "distances"]
+        )
+        return [
+            Hit(id=i, scope=scope, distance=float(d), document=doc or "", metadata=dict(meta or {}))
+            for i, d, doc, meta in zip(
+                found["ids"][0],
+                found["distances"][0],
+                found["documents"][0],
+                found["metadatas"][0],
+                strict=True,
+            )
+        ]
+
+    def ids(self, scope: str, page: int = 5000) -> set[str]:
+        collection, out, offset = self.collection(scope), set(), 0
+        while True:
+            got = collection.get(include=[], limit=page, offset=offset)["ids"]
+            out.update(got)
+            if len(got) < page:
+                return out
+            offset += page
+
+    def delete(self, scope: str, ids: list[str]) -> None:
+        self._check_writable()
+        collection = self.collection(scope)
+        with self._write_lock:
+            for start in range(0, len(ids), self.client.get_max_batch_size()):
+                collection.delete(ids=ids[start : start + self.client.get_max_batch_size()])
+
+    def reset(self, scopes: Iterable[str] = SCOPES) -> None:
+        self._check_writable()
+        with self._write_lock:
+            for scope in scopes:
+                self._collections.pop(scope, None)
+                if self.collection_name(scope) in {c.name for c in self.client.list_collections()}:
+                    self.client.delete_collection(self.collection_name(scope))

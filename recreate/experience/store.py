@@ -1,0 +1,362 @@
+"""The experience store: one JSON file per trajectory (the source of truth), a SQLite catalog, and a
+Chroma index. Writes are atomic and safe under concurrent threads and processes; duplicates are refused
+and reported; the catalog and the index can always be rebuilt from the files (`reindex`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chromadb.api.types import EmbeddingFunction
+from filelock import FileLock
+
+from recreate.config import Settings
+from recreate.experience.catalog import Catalog, CatalogEntry, DuplicateTrajectoryError, entry_for
+from recreate.experience.digest import truncate_middle
+from recreate.experience.index import SCOPES, ExperienceIndex, Hit, IndexBusyError
+from recreate.experience.schema import SchemaError, Trajectory, load_trajectory, utcnow
+
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+MAX_OBSERVATION_CHARS = 200_000
+INDEX_BATCH = 64
+
+
+class StoreError(RuntimeError):
+    """The store cannot do what was asked without risking stored data; the message says what to do."""
+
+
+@dataclass
+class IngestReport:
+    added: list[str] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # "source: problem"
+    truncated: list[str] = field(default_factory=list)  # "trajectory step N: stdout 1234567 chars"
+    index_deferred: int = 0  # stored but left for the index owner (another process holds the index)
+
+    def merge(self, other: IngestReport) -> None:
+        for name in ("added", "duplicates", "errors", "truncated"):
+            getattr(self, name).extend(getattr(other, name))
+        self.index_deferred += other.index_deferred
+
+    def summary(self) -> str:
+        text = (
+            f"{len(self.added)} added, {len(self.duplicates)} duplicate(s) skipped, "
+            f"{len(self.errors)} error(s), {len(self.truncated)} observation(s) truncated"
+        )
+        if self.index_deferred:
+            text += f"; {self.index_deferred} left for the process that owns the index"
+        return text
+
+
+@dataclass
+class DriftReport:
+    uncataloged_files: list[str] = field(default_factory=list)
+    missing_files: list[str] = field(default_factory=list)
+    missing_in_index: list[str] = field(default_factory=list)  # trajectory ids (summary or any step)
+    extra_in_index: list[str] = field(default_factory=list)  # index ids with no catalog entry
+    memory_missing: list[str] = field(default_factory=list)
+    memory_extra: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not any(vars(self).values())
+
+    def lines(self) -> list[str]:
+        lines = []
+        for name, ids in vars(self).items():
+            if ids:
+                shown = ", ".join(sorted(ids)[:5]) + (", …" if len(ids) > 5 else "")
+                lines.append(f"{name.replace('_', ' ')}: {len(ids)} ({shown})")
+        return lines
+
+
+class ExperienceStore:
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        embedding: str | EmbeddingFunction = "minilm",
+        chroma_url: str | None = None,
+        index: bool = True,
+        max_observation_chars: int = MAX_OBSERVATION_CHARS,
+    ) -> None:
+        self.root = Path(root)
+        self.files = self.root / "trajectories"
+        self.files.mkdir(parents=True, exist_ok=True)
+        self.catalog = Catalog(self.root / "catalog.sqlite")
+        self.memory_file = self.root / "memory.jsonl"
+        self.auto_index = index
+        self.max_observation_chars = max_observation_chars
+        self._embedding, self._chroma_url = embedding, chroma_url
+        self._index: ExperienceIndex | None = None
+        self._index_lock = threading.Lock()
+
+    @property
+    def index(self) -> ExperienceIndex:
+        with self._index_lock:
+            if self._index is None:
+                self._index = ExperienceIndex(
+                    self.root / "chroma", embedding=self._embedding, url=self._chroma_url
+                )
+        return self._index
+
+    # -- writing -----------------------------------------------------------------------------------
+    def add(self, trajectory: Trajectory | dict[str, Any], *, source: str | None = None) -> CatalogEntry:
+        """Store one trajectory; DuplicateTrajectoryError if its id is taken, SchemaError if invalid."""
+        report = self.ingest([trajectory], source=source, strict=True)
+        return self.catalog.get(report.added[0])  # type: ignore[return-value]
+
+    def ingest(
+        self,
+        items: Iterable[Trajectory | dict[str, Any] | Path],
+        *,
+        source: str | None = None,
+        strict: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> IngestReport:
+        """Store many trajectories; bad ones and duplicates are skipped and reported (raised if strict)."""
+        report, pending = IngestReport(), []
+        for item in items:
+            label = str(item) if isinstance(item, Path) else source or "input"
+            try:
+                traj = item if isinstance(item, Trajectory) else load_trajectory(item)
+                traj = self._cap_observations(traj, report)
+                entry = self._write(traj, source)
+            except DuplicateTrajectoryError as exc:
+                if strict:
+                    raise
+                report.duplicates.append(exc.trajectory_id)
+                continue
+            except (SchemaError, StoreError) as exc:
+                if strict:
+                    raise
+                report.errors.append(f"{label}: {exc}")
+                continue
+            report.added.append(entry.id)
+            pending.append(traj)
+            if len(pending) >= INDEX_BATCH:
+                self._index_now(pending, report)
+            if progress:
+                progress(1)
+        self._index_now(pending, report)
+        if self.auto_index and self.index.writable():
+            self.sync_index()  # entries other processes stored while this one owns the index
+        return report
+
+    def _index_now(self, pending: list[Trajectory], report: IngestReport) -> None:
+        if self.auto_index and pending:
+            try:
+                self.index.add(pending)
+                self.catalog.set_indexed([t.trajectory_id for t in pending])
+            except IndexBusyError:
+                report.index_deferred += len(pending)
+        pending.clear()
+
+    def _cap_observations(self, traj: Trajectory, report: IngestReport) -> Trajectory:
+        limit = self.max_observation_chars
+        if all(
+            s.observation is None
+            or (len(s.observation.stdout) <= limit and len(s.observation.stderr) <= limit)
+            for s in traj.steps
+        ) and not any(_too_long(m, limit) for m in traj.messages):
+            return traj
+        traj = traj.model_copy(deep=True)
+        for step in traj.steps:
+            obs = step.observation
+            for name in ("stdout", "stderr") if obs else ():
+                text = getattr(obs, name)
+                if len(text) > limit:
+                    report.truncated.append(
+                        f"{traj.trajectory_id} step {step.index}: {name} {len(text)} chars"
+                    )
+                    setattr(obs, name, truncate_middle(text, limit))
+                    setattr(obs, f"{name}_truncated", True)
+        for position, message in enumerate(traj.messages):
+            if _too_long(message, limit):
+                report.truncated.append(
+                    f"{traj.trajectory_id} message {position}: {len(message['content'])} chars"
+                )
+                message["content"] = truncate_middle(message["content"], limit)
+        return traj
+
+    def _write(self, traj: Trajectory, source: str | None) -> CatalogEntry:
+        if not _SAFE_ID.match(traj.trajectory_id):
+            raise StoreError(
+                f"trajectory id {traj.trajectory_id!r} is not usable as a file name "
+                "(letters, digits, '.', '_', '-'; at most 200 chars)"
+            )
+        domain_dir = re.sub(r"[^A-Za-z0-9._-]+", "_", traj.domain) or "_"
+        final = self.files / domain_dir / f"{traj.trajectory_id}.json"
+        final.parent.mkdir(parents=True, exist_ok=True)
+        data = traj.to_json().encode("utf-8")
+        tmp = final.with_name(f".{final.name}.{uuid.uuid4().hex[:8]}.tmp")
+        tmp.write_bytes(data)
+
+        def commit_file() -> None:
+            try:
+                os.link(tmp, final)  # never overwrites: refuses if the name exists
+            except FileExistsError:
+                if final.read_bytes() != data:
+                    raise StoreError(
+                        f"{final} exists with other content but is not in the catalog; "
+                        "run `recreate experience reindex` to adopt it"
+                    ) from None
+
+        entry = entry_for(traj, path=str(final.relative_to(self.root)), added_at=utcnow(), source=source)
+        try:
+            self.catalog.insert(entry, commit_file)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return entry
+
+    def add_memory(self, items: Iterable[dict[str, Any]], *, scaffold_name: str = "") -> int:
+        items = [dict(item, scaffold_name=scaffold_name) for item in items]
+        for item in items:
+            if not item.get("id"):
+                raise StoreError(f"memory item without an id: {json.dumps(item)[:200]}")
+        with FileLock(str(self.memory_file) + ".lock"), self.memory_file.open("a", encoding="utf-8") as fh:
+            fh.write("".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items))
+        if self.auto_index and self.index.writable():
+            for name in {i["scaffold_name"] for i in items}:
+                self.index.add_memory([i for i in items if i["scaffold_name"] == name], scaffold_name=name)
+        return len(items)
+
+    # -- reading -----------------------------------------------------------------------------------
+    def get(self, trajectory_id: str) -> Trajectory:
+        entry = self.catalog.get(trajectory_id)
+        if entry is None:
+            raise KeyError(f"no trajectory {trajectory_id!r} in {self.root}")
+        return load_trajectory(self.root / entry.path)
+
+    def list(self, filters: dict[str, Any] | None = None, *, limit: int | None = None) -> list[CatalogEntry]:
+        return self.catalog.query(filters, limit=limit)
+
+    def search(
+        self, query: str, *, scope: str = "steps", filters: dict[str, Any] | None = None, k: int = 5
+    ) -> list[Hit]:
+        return self.index.search(query, scope=scope, filters=filters, k=k)
+
+    def memory_items(self) -> list[dict[str, Any]]:
+        items: dict[str, dict[str, Any]] = {}
+        if self.memory_file.exists():
+            for line in self.memory_file.read_text(encoding="utf-8").splitlines():
+                try:
+                    item = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a torn last line from a killed writer; the earlier lines stand
+                items[str(item["id"])] = item
+        return list(items.values())
+
+    def export(self, path: str | Path, filters: dict[str, Any] | None = None) -> int:
+        """Write the matching trajectories as schema-v1 JSONL (atomically); returns how many."""
+        path = Path(path)
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+        entries = self.list(filters)
+        with tmp.open("w", encoding="utf-8") as fh:
+            for entry in entries:
+                fh.write((self.root / entry.path).read_text(encoding="utf-8").strip() + "\n")
+        tmp.replace(path)
+        return len(entries)
+
+    # -- consistency ---------------------------------------------------------------------------------
+    def sync_index(self) -> int:
+        """Index catalog entries not yet in the index (written with index=False, by a process that did not
+        own the index, or by a killed run). Raises IndexBusyError if another process owns the index."""
+        entries = self.catalog.query(unindexed=True)
+        for start in range(0, len(entries), INDEX_BATCH):
+            batch = entries[start : start + INDEX_BATCH]
+            self.index.add([load_trajectory(self.root / e.path) for e in batch])
+            self.catalog.set_indexed([e.id for e in batch])
+        return len(entries)
+
+    def _scan_files(self) -> dict[str, Path]:
+        return {p.stem: p for p in sorted(self.files.glob("*/*.json"))}
+
+    def reindex(self, progress: Callable[[int], None] | None = None) -> IngestReport:
+        """Rebuild the catalog and the index from the trajectory files. Unreadable files are reported and
+        left where they are; stale temp files of killed writers are removed."""
+        report = IngestReport()
+        for tmp in self.files.glob("*/.*.tmp"):
+            tmp.unlink(missing_ok=True)
+        old = {e.id: e for e in self.catalog.query()}
+        entries, trajectories = [], []
+        for stem, path in self._scan_files().items():
+            try:
+                traj = load_trajectory(path)
+            except SchemaError as exc:
+                report.errors.append(f"{path}: {exc}")
+                continue
+            if traj.trajectory_id != stem:
+                report.errors.append(f"{path}: holds trajectory {traj.trajectory_id!r}, not {stem!r}")
+                continue
+            added_at = old[stem].added_at if stem in old else utcnow()
+            source = old[stem].source if stem in old else None
+            entries.append(
+                entry_for(traj, path=str(path.relative_to(self.root)), added_at=added_at, source=source)
+            )
+            trajectories.append(traj)
+        self.catalog.replace_all(entries)
+        self.index.reset()
+        for start in range(0, len(trajectories), INDEX_BATCH):
+            batch = trajectories[start : start + INDEX_BATCH]
+            self.index.add(batch)
+            self.catalog.set_indexed([t.trajectory_id for t in batch])
+            if progress:
+                progress(len(batch))
+        memory = self.memory_items()
+        for name in {i.get("scaffold_name", "") for i in memory}:
+            self.index.add_memory(
+                [i for i in memory if i.get("scaffold_name", "") == name], scaffold_name=name
+            )
+        report.added = [t.trajectory_id for t in trajectories]
+        return report
+
+    def verify(self) -> DriftReport:
+        """Compare files, catalog and index; an empty report means they agree."""
+        files = set(self._scan_files())
+        entries = {e.id: e for e in self.catalog.query()}
+        drift = DriftReport(
+            uncataloged_files=sorted(files - set(entries)),
+            missing_files=sorted(i for i, e in entries.items() if not (self.root / e.path).exists()),
+        )
+        summaries, steps = self.index.ids("summaries"), self.index.ids("steps")
+        expected_steps = {f"{i}#{n}" for i, e in entries.items() for n in range(e.n_steps)}
+        step_owner = {s.rsplit("#", 1)[0] for s in expected_steps - steps}
+        drift.missing_in_index = sorted((set(entries) - summaries) | step_owner)
+        drift.extra_in_index = sorted((summaries - set(entries)) | (steps - expected_steps))
+        memory = {str(i["id"]) for i in self.memory_items()}
+        indexed_memory = self.index.ids("memory")
+        drift.memory_missing, drift.memory_extra = (
+            sorted(memory - indexed_memory),
+            sorted(indexed_memory - memory),
+        )
+        return drift
+
+
+def open_store(settings: Settings, **options: Any) -> ExperienceStore:
+    """The store under `<home>/experience`, with the configured embedding and Chroma server (if any)."""
+    return ExperienceStore(
+        settings.home / "experience", embedding=settings.embedding, chroma_url=settings.chroma_url, **options
+    )
+
+
+def _too_long(message: dict[str, Any], limit: int) -> bool:
+    return isinstance(message.get("content"), str) and len(message["content"]) > limit
+
+
+__all__ = [
+    "SCOPES",
+    "open_store",
+    "DriftReport",
+    "DuplicateTrajectoryError",
+    "ExperienceStore",
+    "IngestReport",
+    "StoreError",
+]
