@@ -43,6 +43,7 @@ def register() -> None:
     app.add_typer(__import__("recreate.sandbox.cli", fromlist=["app"]).app, name="sandbox")
     app.add_typer(__import__("recreate.domains.cli", fromlist=["app"]).app, name="domain")
     app.add_typer(__import__("recreate.scaffold.cli", fromlist=["app"]).app, name="scaffold")
+    app.add_typer(__import__("recreate.experience.cli", fromlist=["app"]).app, name="experience")
 
 
 def main() -> None:
