@@ -5,5 +5,5 @@
 # Offline: PIP_NO_INDEX=1 PIP_FIND_LINKS=/path/to/wheelhouse scripts/ds1000_env.sh
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-python="${PYTHON:-$(command -v python3.11 || command -v python3)}"
-exec "$python" "$repo/recreate/domains/ds1000_env.py" "$@"
+# any Python 3 can run the builder; the venv itself is based on a system Python 3.11 (see find_python)
+exec "$(command -v python3)" "$repo/recreate/domains/ds1000_env.py" "$@"

@@ -183,6 +183,8 @@ def _failure_feedback(report: dict) -> str:
     lines = [
         f"failed in {report.get('stage')}: {report.get('exception')}: {report.get('message') or ''}".rstrip()
     ]
+    if report.get("exception") == "KeyError" and report.get("message") == "'result'":
+        lines.append("the solution never assigned the variable `result`")
     if report.get("stage") == "test_string":
         lines.append("the code does not use the construct the problem requires (or uses a forbidden one)")
     if report.get("failing_line"):

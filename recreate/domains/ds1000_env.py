@@ -61,12 +61,14 @@ def is_ready(env: Path) -> bool:
 
 
 def find_python() -> str:
-    """A Python 3.11 interpreter to base the venv on: $PYTHON, python3.11, or this one if it is 3.11."""
-    candidates = [os.environ.get("PYTHON"), shutil.which("python3.11")]
+    """A Python 3.11 to base the venv on: $PYTHON, else a system one first. The venv's interpreter is a
+    link to it, and sandboxes see /usr but not home directories (pyenv, conda), so prefer /usr."""
+    candidates = [os.environ.get("PYTHON"), "/usr/bin/python3.11", "/usr/local/bin/python3.11"]
+    candidates.append(shutil.which("python3.11"))
     if sys.version_info[:2] == PYTHON_VERSION:
         candidates.append(getattr(sys, "_base_executable", sys.executable))
     for candidate in candidates:
-        if not candidate:
+        if not candidate or not Path(candidate).exists():
             continue
         probe = subprocess.run(
             [candidate, "-c", "import sys, venv; print('%d.%d' % sys.version_info[:2])"],

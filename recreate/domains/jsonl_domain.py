@@ -1,7 +1,8 @@
 """`jsonl`: a custom domain from a tasks file and an evaluator.
 
 Tasks file, one JSON object a line: `id`, `task` (the prompt), optional `files` ({path: text} put into
-the agent's workspace), optional `expected` (or `answer`/`reference`), optional `category`.
+the agent's workspace), optional `expected` (or `answer`/`reference`), optional `category`; any other
+fields reach the evaluator as `metadata["fields"]` (e.g. hidden tests).
 
 Evaluator (`evaluator=`):
 - a shell command, run in a FRESH sandbox whose working folder holds `submission.txt` and `task.json`;
@@ -249,10 +250,14 @@ def _load_file(path: Path) -> list[Task]:
         task_id = str(row["id"]) if row.get("id") is not None else f"{path.stem}-line{number}"
         expected = first_field(row, EXPECTED_FIELDS)
         files = row.get("files") or {}
+        extra = {
+            k: v for k, v in row.items() if k not in ("id", "task", "files", "category", *EXPECTED_FIELDS)
+        }
         metadata: dict[str, Any] = {
             "category": str(row.get("category", "all")),
             "file": str(path),
             "line": number,
+            "fields": extra,  # the row's other fields (e.g. hidden tests), for the evaluator
         }
         problems = []
         if not row.get("task"):

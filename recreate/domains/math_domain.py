@@ -7,9 +7,9 @@ text written by the model.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import re
-import sys
 from pathlib import Path
 
 from recreate.domains.base import Evaluation, Split, Task
@@ -27,7 +27,26 @@ from recreate.sandbox.base import Sandbox, SandboxSpec, Session
 
 PROBLEM_FIELDS = ("problem", "question", "prompt", "task")
 ANSWER_FIELDS = ("answer", "expected_answer", "final_answer")
-_INTEGER = re.compile(r"[+-]?(\d+|\d{1,3}(,\d{3})+)")
+_INTEGER = re.compile(r"[+-]?(\d+(\.0+)?|\d{1,3}(,\d{3})+)")
+# math-verify and its pure-Python dependencies, bound read-only into the sandbox from this environment
+CHECKER_DISTRIBUTIONS = ("math-verify", "latex2sympy2_extended", "sympy", "mpmath", "antlr4-python3-runtime")
+LIBRARY_MOUNT = "/recreate-mathlib"
+
+
+def checker_library_binds() -> tuple[tuple[str, str], ...]:
+    """(host, sandbox) binds of each distribution's packages and its .dist-info (versions are looked up)."""
+    binds = []
+    for name in CHECKER_DISTRIBUTIONS:
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError as exc:
+            raise DomainDataError(f"the math domain needs {name}: pip install math-verify") from exc
+        metadata = next(f for f in dist.files or () if f.name == "METADATA")
+        top_level = (dist.read_text("top_level.txt") or "").split()
+        for path in [Path(metadata.locate()).parent, *(Path(dist.locate_file(t)) for t in top_level)]:
+            if path.is_dir():
+                binds.append((str(path), f"{LIBRARY_MOUNT}/{path.name}"))
+    return tuple(binds)
 
 
 def extract_answer(submission: str) -> str:
@@ -56,11 +75,11 @@ def last_boxed(text: str) -> str | None:
 
 
 def as_integer(text: str) -> int | None:
-    """The integer a plain integer literal means ("073" and "3,159" included), else None."""
+    """The integer a plain integer literal means ("073", "3,159" and "27.0" included), else None."""
     text = text.strip()
     if not _INTEGER.fullmatch(text):
         return None
-    return int(text.replace(",", ""))
+    return int(text.replace(",", "").split(".")[0])
 
 
 class MathDomain:
@@ -78,8 +97,10 @@ class MathDomain:
         timeout: float = 60.0,
     ) -> None:
         self.plan = SplitPlan(seed=seed, train=train, val=val)
-        self.python = python or sys.executable  # must have math-verify; seen read-only inside bwrap
+        # the sandbox's own Python; without an image, math-verify comes from this environment (binds)
+        self.python = python or "python3"
         self.image = image
+        self.library_binds = () if image else checker_library_binds()
         self.timeout = timeout
         self._tasks = [task for path in jsonl_files(data) for task in _load_file(path)]
         check_unique_ids(self._tasks, str(data))
@@ -111,14 +132,16 @@ class MathDomain:
     def _verify_in_sandbox(
         self, gold: str, gold_int: int | None, answer: str, sandbox: Sandbox, details: dict
     ) -> Evaluation:
-        spec = SandboxSpec(image=self.image, memory_mb=2048, env={"OMP_NUM_THREADS": "1"})
+        spec = SandboxSpec(
+            image=self.image, memory_mb=2048, env={"OMP_NUM_THREADS": "1"}, ro_binds=self.library_binds
+        )
         payload = json.dumps({"gold": gold, "gold_int": gold_int, "answer": answer})
         run = run_check(
             sandbox,
             spec,
             "math_check.py",
             {"input.json": payload},
-            f"{self.python} -I check.py",
+            f"{self.python} -I check.py {LIBRARY_MOUNT}",
             self.timeout,
         )
         details = details | {"method": "math-verify"}
@@ -147,9 +170,10 @@ class MathDomain:
             "Math competition problems (AIME/AMC style). Each task is one problem with a single final "
             "answer (AIME: an integer 0-999). A submission is the final answer: either the bare answer "
             "(e.g. `73`) or text whose last \\boxed{...} holds it. Judging: integer answers must match "
-            "exactly (leading zeros and thousands commas are fine, decimals are not); other answers are "
-            "compared for mathematical equivalence with math-verify (fractions, radicals, LaTeX). Score 1 "
-            "if equivalent, else 0. The feedback says which answer was extracted and what was expected."
+            "exactly (leading zeros, thousands commas and `.0` are fine, other decimals are not); other "
+            "answers are compared for mathematical equivalence with math-verify (fractions, radicals, "
+            "LaTeX). Score 1 if equivalent, else 0. The feedback says which answer was extracted and "
+            "what was expected."
         )
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -32,3 +34,13 @@ def ds1000_env() -> Path:
         return ensure_env(target)
     except EnvBuildError as exc:
         pytest.skip(f"cannot build the DS-1000 environment (offline without a wheelhouse?): {exc}")
+
+
+@pytest.fixture
+def open_tmp():
+    """A temporary folder the sandbox's unprivileged uid can read (pytest's tmp_path is private to root),
+    for evaluator folders that get bound into sandboxes."""
+    path = Path(tempfile.mkdtemp(prefix="recreate-domain-test-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

@@ -54,12 +54,14 @@ def test_unbalanced_box_is_not_an_answer():
     assert last_boxed("\\boxed{12") is None
 
 
-@pytest.mark.parametrize(("text", "value"), [("073", 73), ("-1", -1), ("3,159", 3159), ("+8", 8)])
+@pytest.mark.parametrize(
+    ("text", "value"), [("073", 73), ("-1", -1), ("3,159", 3159), ("+8", 8), ("27.00", 27)]
+)
 def test_integer_literals(text, value):
     assert as_integer(text) == value
 
 
-@pytest.mark.parametrize("text", ["73.0", "7.3e1", "1,00", "x", "", "\\frac{146}{2}"])
+@pytest.mark.parametrize("text", ["73.5", "7.3e1", "27.01", "1,00", "x", "", "\\frac{146}{2}"])
 def test_not_integer_literals(text):
     assert as_integer(text) is None
 

@@ -62,7 +62,10 @@ def main():
             "exception": type(exc).__name__,
             "message": str(exc)[:1000],
             "failing_line": _failing_line(exc, code_context),
-            "traceback": "".join(traceback.format_exception(exc))[-1500:],
+            # from the test context down: this script's own frame is noise to the reader
+            "traceback": "".join(traceback.format_exception(exc.with_traceback(exc.__traceback__.tb_next)))[
+                -1500:
+            ],
         }
         print(marker, json.dumps(verdict), flush=True)
         if stage == "test_execution" and isinstance(exc, AssertionError):

@@ -1,0 +1,70 @@
+"""`recreate domain ...` end to end through the real CLI, sandbox and example files."""
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from recreate.cli import app, register
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "custom_domain"
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _registered():
+    if not any(group.name == "domain" for group in app.registered_groups):
+        register()
+
+
+def test_domain_list():
+    result = runner.invoke(app, ["domain", "list"])
+    assert result.exit_code == 0
+    for name in ("math", "ds1000", "jsonl"):
+        assert name in result.output
+
+
+def test_unknown_domain_is_a_clear_error():
+    result = runner.invoke(app, ["domain", "selftest", "nope", "--data", str(EXAMPLE / "tasks.jsonl")])
+    assert result.exit_code != 0
+    assert "unknown domain 'nope'" in str(result.exception)
+
+
+@pytest.mark.bwrap
+def test_selftest_on_the_custom_domain_example(bwrap, open_tmp):
+    # run from a copy under /tmp: the evaluator folder is bound in, nothing depends on the repo
+    example = shutil.copytree(EXAMPLE, open_tmp / "custom_domain")
+    command = [
+        "domain",
+        "selftest",
+        "jsonl",
+        "--data",
+        str(example / "tasks.jsonl"),
+        "--evaluator",
+        "python3 /evaluator/evaluate.py",
+    ]
+    result = runner.invoke(app, command)
+    assert result.exit_code == 0, result.output
+    assert result.output.strip().splitlines()[-1] == "reference_pass=4/4 wrong_pass=0/4"
+    assert re.search(r"strings\s+│\s+2\s+│\s+2/2", result.output)
+
+
+@pytest.mark.bwrap
+def test_selftest_exits_1_when_a_wrong_solution_passes(bwrap, open_tmp):
+    lax = open_tmp / "lax"
+    lax.mkdir()
+    (lax / "tasks.jsonl").write_text('{"id": "a", "task": "t", "expected": "x"}\n')
+    result = runner.invoke(
+        app, ["domain", "selftest", "jsonl", "--data", str(lax / "tasks.jsonl"), "--evaluator", "true"]
+    )
+    assert result.exit_code == 1
+    assert "reference_pass=1/1 wrong_pass=1/1" in result.output
+    assert "wrong solution passed" in result.output
+
+
+def test_setup_of_a_domain_without_environment():
+    result = runner.invoke(app, ["domain", "setup", "math"])
+    assert result.exit_code == 0 and "needs no environment" in result.output

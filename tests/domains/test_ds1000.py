@@ -1,0 +1,128 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from recreate.domains import get_domain
+from recreate.domains.ds1000 import inserts_into_function_body, normalize_solution
+from recreate.domains.selftest import run_selftest
+
+BODY_CONTEXT = 'exec_context = r"""\nimport numpy as np\ndef f(a):\n[insert]\nresult = f(a)\n"""\n'
+PLAIN_CONTEXT = 'exec_context = r"""\nimport numpy as np\na = test_input\n[insert]\n"""\n'
+# one problem per library, a function-body completion (4) and one with a test_string check (11)
+SAMPLE = (
+    "ds1000-0",
+    "ds1000-4",
+    "ds1000-11",
+    "ds1000-291",
+    "ds1000-313",
+    "ds1000-511",
+    "ds1000-711",
+    "ds1000-820",
+)
+
+
+def test_function_body_detection():
+    assert inserts_into_function_body(BODY_CONTEXT)
+    assert not inserts_into_function_body(PLAIN_CONTEXT)
+
+
+def test_normalize_unwraps_fences_and_markers():
+    assert (
+        normalize_solution("```python\nresult = a.sum()\n```\nexplanation", PLAIN_CONTEXT)
+        == "result = a.sum()\n"
+    )
+    assert normalize_solution("<code>\nresult = 1\n</code>\nEND SOLUTION", PLAIN_CONTEXT) == "result = 1"
+
+
+def test_normalize_indents_an_unindented_function_body_only():
+    assert normalize_solution("r = a.max()\nreturn r", BODY_CONTEXT) == "    r = a.max()\n    return r"
+    indented = "    r = a.max()\n    return r\n"
+    assert normalize_solution(indented, BODY_CONTEXT) == indented
+    assert normalize_solution("r = 1", PLAIN_CONTEXT) == "r = 1"
+
+
+def _write_problem(path: Path, **overrides) -> Path:
+    row = {
+        "prompt": "p",
+        "reference_code": "result = a.sum()",
+        "metadata": {"problem_id": 1, "library": "Numpy", "perturbation_origin_id": 1},
+        "code_context": PLAIN_CONTEXT,
+    }
+    row.update(overrides)
+    path.write_text(json.dumps(row) + "\n")
+    return path
+
+
+def test_bad_rows_become_tasks_that_score_zero_with_the_reason(tmp_path):
+    data = _write_problem(tmp_path / "bad.jsonl", code_context="no placeholder here")
+    domain = get_domain("ds1000", data=data, env=tmp_path / "env")
+    evaluation = domain.evaluate(domain.tasks()[0], "result = 1", sandbox=None)
+    assert evaluation.score == 0.0 and "no [insert] placeholder" in evaluation.feedback
+
+
+def test_missing_environment_scores_zero_with_the_fix(tmp_path):
+    domain = get_domain("ds1000", data=_write_problem(tmp_path / "p.jsonl"), env=tmp_path / "absent")
+    evaluation = domain.evaluate(domain.tasks()[0], "result = 1", sandbox=None)
+    assert evaluation.score == 0.0 and "recreate domain setup ds1000" in evaluation.feedback
+
+
+def test_hidden_tests_are_not_in_the_task(tmp_path):
+    task = get_domain("ds1000", data=_write_problem(tmp_path / "p.jsonl")).tasks()[0]
+    assert "exec_context" not in json.dumps(task.metadata) + task.prompt
+
+
+@pytest.fixture(scope="module")
+def dev_domain(ds1000_env):
+    data = Path(__file__).resolve().parents[3] / "shared" / "data" / "ds1000" / "ds1000_dev.jsonl"
+    if not data.is_file():
+        pytest.skip("../shared/data is absent")
+    return get_domain("ds1000", data=data, env=ds1000_env)
+
+
+@pytest.mark.shared_data
+def test_perturbations_stay_with_their_origin(dev_domain):
+    where: dict[str, set[str]] = {}
+    for split in ("train", "val", "test"):
+        for task in dev_domain.tasks(split):
+            where.setdefault(task.group, set()).add(split)
+    assert len(where) == 39
+    assert all(len(splits) == 1 for splits in where.values())
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+@pytest.mark.shared_data
+def test_sample_references_pass_and_empty_solutions_fail(dev_domain, bwrap):
+    tasks = [t for t in dev_domain.tasks() if t.id in SAMPLE]
+    assert {t.metadata["library"] for t in tasks} == {"Pandas", "Numpy", "Scipy", "Sklearn", "Matplotlib"}
+    report = run_selftest(dev_domain, bwrap, tasks, concurrency=2)
+    assert {c.task_id: c.reference.feedback for c in report.reference_failures} == {}
+    assert report.false_passes == []
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+@pytest.mark.shared_data
+def test_feedback_shows_expected_and_got(dev_domain, bwrap):
+    task = next(t for t in dev_domain.tasks() if t.id == "ds1000-291")
+    evaluation = dev_domain.evaluate(task, "result = 12345", bwrap)
+    assert not evaluation.passed
+    assert "failing check:" in evaluation.feedback
+    assert "got: 12345" in evaluation.feedback and "expected (test case 1):" in evaluation.feedback
+
+
+@pytest.mark.bwrap
+@pytest.mark.shared_data
+def test_workspace_files_cannot_shadow_libraries_and_runaway_code_times_out(ds1000_env, bwrap, tmp_path):
+    data = Path(__file__).resolve().parents[3] / "shared" / "data" / "ds1000" / "ds1000_dev.jsonl"
+    if not data.is_file():
+        pytest.skip("../shared/data is absent")
+    domain = get_domain("ds1000", data=data, env=ds1000_env, timeout=5)
+    task = next(t for t in domain.tasks() if t.id == "ds1000-291")
+    plant = "for p in ('yaml.py', '../yaml.py'):\n    open(p, 'w').write('SHADOWED = True')\n"
+    shadow = plant + "import yaml\nassert not hasattr(yaml, 'SHADOWED')\n" + task.reference
+    evaluation = domain.evaluate(task, shadow, bwrap)
+    assert evaluation.passed, evaluation.feedback
+    slow = domain.evaluate(task, "while True:\n    pass", bwrap)
+    assert slow.score == 0.0 and "timeout" in slow.feedback
