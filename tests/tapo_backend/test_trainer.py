@@ -16,8 +16,13 @@ from tapo_backend.trainer import accumulate_gradients, fill_logprobs, load_model
 
 def _config(tmp_path: Path, name: str = "run", **overrides) -> TrainConfig:
     values = dict(
-        algo="tapo", lr=3e-3, micro_batch_size=4, grad_accumulation=2, epochs=1,
-        run_name=name, output_dir=str(tmp_path / "out" / name),
+        algo="tapo",
+        lr=3e-3,
+        micro_batch_size=4,
+        grad_accumulation=2,
+        epochs=1,
+        run_name=name,
+        output_dir=str(tmp_path / "out" / name),
     )
     values.update(overrides)
     return TrainConfig(**values)
@@ -82,8 +87,12 @@ def test_micro_batching_does_not_change_the_gradient(algo, loss, tiny_model_dir,
     for micro, accumulation in ((12, 1), (5, 3), (1, 12)):
         replica = copy.deepcopy(model)
         config = TrainConfig(
-            algo=algo, loss=loss, micro_batch_size=micro, grad_accumulation=accumulation,
-            run_name="x", output_dir="unused",
+            algo=algo,
+            loss=loss,
+            micro_batch_size=micro,
+            grad_accumulation=accumulation,
+            run_name="x",
+            output_dir="unused",
         )
         metrics = accumulate_gradients(accelerator, replica, examples, config, tokenizer.pad_token_id)
         grads = torch.cat([p.grad.flatten() for p in replica.parameters()])
@@ -157,7 +166,11 @@ def test_token_in_token_out_logs_train_with_logged_logprobs(tmp_path, tiny_model
 @pytest.mark.slow
 def test_bf16_checkpointing_and_kl_stay_finite(tmp_path, tiny_model_dir, write_logs) -> None:
     config = _config(
-        tmp_path, "bf16", precision="bf16", gradient_checkpointing=True, epochs=2,
+        tmp_path,
+        "bf16",
+        precision="bf16",
+        gradient_checkpointing=True,
+        epochs=2,
         loss={"kl_coef": 0.05, "kl_estimator": "k3"},
     )
     result = train(config, write_logs(tasks=2, per_answer=2), str(tiny_model_dir))

@@ -1,0 +1,147 @@
+"""`tapo` command line: train a model from logged trajectories, merge a LoRA adapter, serve with vLLM."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(help="Fine-tune a model from logged agent trajectories (TAPO).", no_args_is_help=True)
+console = Console()
+_state = {"debug": False}
+SHOWN_SKIPS = 10
+
+
+@app.callback()
+def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors.")) -> None:
+    _state["debug"] = debug
+
+
+def _print_dataset(dataset, source: Path) -> None:
+    summary = dataset.summary()
+    table = Table(title=f"dataset: {source}", show_header=False)
+    table.add_row("groups (tasks)", str(summary["groups"]))
+    table.add_row("trajectories", str(summary["trajectories"]))
+    table.add_row("tokens", str(summary["tokens"]))
+    table.add_row("model tokens", str(summary["model_tokens"]))
+    table.add_row("mask ratio", f"{summary['mask_ratio']:.3f}")
+    spread = f"{summary['reward_min']:.3g} .. {summary['reward_max']:.3g}"
+    table.add_row("reward min .. max", spread)
+    table.add_row("reward mean ± std", f"{summary['reward_mean']:.3g} ± {summary['reward_std']:.3g}")
+    table.add_row("token-in/token-out", str(summary["token_in_token_out"]))
+    table.add_row("logged logprobs", str(summary["logged_logprobs"]))
+    for reason, count in summary["dropped_groups"].items():
+        table.add_row("groups dropped", f"{count} ({reason})")
+    table.add_row("skipped", str(summary["skipped"]))
+    console.print(table)
+    for skip in dataset.skipped[:SHOWN_SKIPS]:
+        typer.echo(f"  skipped {skip.source}: {skip.reason}")
+    if len(dataset.skipped) > SHOWN_SKIPS:
+        typer.echo(f"  ... and {len(dataset.skipped) - SHOWN_SKIPS} more skipped")
+
+
+@app.command()
+def train(
+    logs: Path = typer.Option(..., "--logs", help="Trajectory JSON file, directory or experience store."),
+    model: str = typer.Option(..., "--model", help="HF model name or local directory."),
+    algo: str = typer.Option(None, "--algo", help="grpo, dapo, dr_grpo, gspo, gspo_token, ctpo or tapo."),
+    config_file: Path = typer.Option(None, "--config", help="TOML/YAML file of TrainConfig settings."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only load the data and print its summary."),
+    run_name: str = typer.Option(None, "--run-name", help="Run directory name under $RECREATE_HOME/tapo/."),
+    output_dir: str = typer.Option(None, "--output-dir", help="Where checkpoints, metrics and the model go."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the run's latest checkpoint."),
+    max_steps: int = typer.Option(None, "--max-steps", help="Stop after this many optimizer steps."),
+    epochs: int = typer.Option(None, "--epochs", help="Passes over the logged data."),
+    lr: float = typer.Option(None, "--lr", help="Learning rate."),
+) -> None:
+    """Train MODEL on the trajectories under LOGS."""
+    from tapo_backend.config import load_config
+    from tapo_backend.data import build_dataset
+
+    config = load_config(
+        config_file,
+        algo=algo,
+        run_name=run_name,
+        output_dir=output_dir,
+        max_steps=max_steps,
+        epochs=epochs,
+        lr=lr,
+    )
+    from tapo_backend.trainer import load_tokenizer
+    from tapo_backend.trainer import train as run_training
+
+    tokenizer = load_tokenizer(model)
+    dataset = build_dataset(
+        logs,
+        tokenizer,
+        advantage=config.advantage,
+        min_group_size=config.min_group_size,
+        drop_zero_variance=config.drop_zero_variance,
+        max_length=config.max_length,
+    )
+    _print_dataset(dataset, logs)
+    if not dataset.examples:
+        raise ValueError(f"no trainable trajectories under {logs} (see the summary above)")
+    if dry_run:
+        return
+    result = run_training(config, logs, model, resume=resume, dataset=dataset)
+    console.print(f"trained {result.steps} steps; model: {result.final_dir}; metrics: {result.metrics_path}")
+
+
+@app.command()
+def merge(
+    adapter: Path = typer.Argument(..., help="LoRA adapter directory (a run's `final/`)."),
+    out: Path = typer.Argument(..., help="Directory for the merged model."),
+    base: str = typer.Option(None, "--base", help="Base model (default: the one named in the adapter)."),
+) -> None:
+    """Merge a LoRA adapter into its base model and save a plain model directory."""
+    from tapo_backend.serve import merge_lora
+
+    console.print(f"merged model in {merge_lora(adapter, out, base_model=base)}")
+
+
+@app.command()
+def serve(
+    model: str = typer.Argument(..., help="Model directory or name to serve."),
+    adapter: Path = typer.Option(None, "--adapter", help="Serve this LoRA adapter on top of MODEL."),
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8000, "--port"),
+    python: str = typer.Option("python", "--python", help="Python of an environment with vLLM installed."),
+    print_only: bool = typer.Option(False, "--print-command", help="Print the vLLM command, start nothing."),
+) -> None:
+    """Serve a trained model with vLLM's OpenAI-compatible server (a separate process)."""
+    from tapo_backend.serve import VLLMServer, vllm_command
+
+    command = vllm_command(model, adapter=adapter, host=host, port=port, python=python)
+    if print_only:
+        typer.echo(shlex.join(command))
+        return
+    with VLLMServer(command, host=host, port=port) as server:
+        console.print(f"vLLM ready at {server.base_url} (Ctrl-C stops it)")
+        server.wait()
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except (typer.Exit, SystemExit) as exc:
+        code = exc.exit_code if isinstance(exc, typer.Exit) else exc.code
+        sys.exit(code or 0)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:  # user-facing errors: one line, exit 2
+        from click.exceptions import Abort, ClickException
+
+        if isinstance(exc, ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if isinstance(exc, Abort):
+            sys.exit(1)
+        if _state["debug"]:
+            raise
+        typer.echo(f"error: {' '.join((str(exc).strip() or type(exc).__name__).split())}", err=True)
+        sys.exit(2)
