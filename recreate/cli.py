@@ -41,9 +41,11 @@ def register() -> None:
     app.command("doctor")(doctor.doctor_command)
     # -- areas register below this line --
     app.add_typer(__import__("recreate.sandbox.cli", fromlist=["app"]).app, name="sandbox")
+    app.command("evolve")(__import__("recreate.optimizer.cli", fromlist=["x"]).evolve_command)
     app.add_typer(__import__("recreate.domains.cli", fromlist=["app"]).app, name="domain")
     app.add_typer(__import__("recreate.scaffold.cli", fromlist=["app"]).app, name="scaffold")
     app.add_typer(__import__("recreate.experience.cli", fromlist=["app"]).app, name="experience")
+    app.command("eval")(__import__("recreate.evaluation.cli", fromlist=["x"]).eval_command)
 
 
 def main() -> None:

@@ -1,0 +1,114 @@
+"""`recreate eval`: run a scaffold on a split, resumably, and write results JSON + HTML report + chart."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from recreate.config import load_settings
+from recreate.domains import LeakageError, check_no_leakage, get_domain
+from recreate.domains.cli import _parse_options
+from recreate.evaluation.leakage import evolved_task_ids
+from recreate.evaluation.metrics import summarize
+from recreate.evaluation.report import print_summary, task_row, write_chart, write_html, write_json
+from recreate.evaluation.rollout import Rollouts
+from recreate.experience.schema import Trajectory
+from recreate.scaffold import load_scaffold
+
+console = Console(stderr=True)
+
+
+def default_run_id(scaffold_hash: str, domain: str, data: Path, split: str, model: str, seeds: int) -> str:
+    """Same command, same id: running it again resumes (and rewrites) the same report."""
+    key = json.dumps([scaffold_hash, domain, str(data.resolve()), split, model, seeds])
+    return f"{domain}-{split}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+
+
+def eval_command(
+    scaffold: str = typer.Option(..., "--scaffold", help="scaffold directory or ref (DIR@v7, name@v7)"),
+    domain: str = typer.Option(..., "--domain", help="domain name (see `recreate domain list`)"),
+    data: Path = typer.Option(..., "--data", help="tasks file (.jsonl) or folder of them"),
+    split: str = typer.Option("val", "--split", help="train, val, test or all"),
+    model: str | None = typer.Option(None, "--model", help="model spec (default: RECREATE_MODEL)"),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, help="rollouts at a time"),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="only the first N tasks of the split"),
+    seeds: int = typer.Option(1, "--seeds", min=1, help="rollouts per task (pass@1 averages them)"),
+    run_id: str | None = typer.Option(None, "--run-id", help="name of this run (default: from the inputs)"),
+    sandbox: str | None = typer.Option(None, "--sandbox", help="sandbox backend (default: settings)"),
+    evaluator: str | None = typer.Option(None, "--evaluator", help="jsonl: command or module:function"),
+    option: list[str] = typer.Option([], "--option", "-o", help="domain option KEY=VALUE (repeatable)"),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="show a progress bar"),
+) -> None:
+    """Evaluate a scaffold on a split. Finished tasks are never re-run (the rollout cache survives kill -9);
+    results go to <home>/evals/<run-id>/ as results.json, report.html and chart.png."""
+    settings = load_settings()
+    spec = model or settings.model
+    if not spec:
+        raise typer.BadParameter("no model: pass --model SPEC or set RECREATE_MODEL", param_hint="--model")
+    options: dict[str, Any] = _parse_options(option)
+    if evaluator is not None:
+        options["evaluator"] = evaluator
+    loaded_domain = get_domain(domain, data=data, **options)
+    loaded = load_scaffold(scaffold)
+    tasks = loaded_domain.tasks(split)  # type: ignore[arg-type]
+    tasks = tasks[:limit] if limit else tasks
+    if not tasks:
+        raise typer.BadParameter(f"the {split} split of {data} has no tasks", param_hint="--split")
+    if split == "test":
+        check_no_leakage([t.id for t in tasks], evolved_task_ids(scaffold, loaded, settings.home))
+    run_id = run_id or default_run_id(loaded.content_hash(), domain, data, split, spec, seeds)
+    out = settings.home / "evals" / run_id
+    rollouts = Rollouts(
+        loaded, loaded_domain, model=spec, sandbox=sandbox or settings.sandbox, run_id=run_id,
+        trajectory_dir=out / "trajectories",
+    )  # fmt: skip
+    info = {
+        "run_id": run_id, "scaffold": scaffold, "scaffold_hash": loaded.content_hash(), "domain": domain,
+        "data": str(data), "split": split, "model": spec, "seeds": seeds,
+        "sandbox": sandbox or settings.sandbox, "tasks_total": len(tasks) * seeds,
+    }  # fmt: skip
+    title = f"{loaded.name} on {domain}/{split}"
+    finished: list[Trajectory] = []
+    lock = threading.Lock()
+
+    def record(traj: Trajectory) -> None:  # keep results.json current: a killed run leaves what it did
+        with lock:
+            finished.append(traj)
+            write_json(out / "results.json", _results(info, title, finished, complete=False))
+
+    console.print(f"run [bold]{run_id}[/]: {len(tasks)} task(s) x {seeds} seed(s) -> {out}")
+    cached = sum(rollouts.cached(t, s) is not None for t in tasks for s in range(seeds))
+    if cached:
+        console.print(f"resuming: {cached} rollout(s) already finished, not re-run")
+    results = rollouts.run_many(
+        tasks, seeds=range(seeds), concurrency=concurrency, progress=progress, on_result=record
+    )
+    doc = _results(info, title, results, complete=True)
+    write_json(out / "results.json", doc)
+    summary = summarize(results)
+    chart = write_chart(out / "chart.png", doc["tasks"], summary, title)
+    report = write_html(out / "report.html", doc, chart.name)
+    print_summary(summary, title, Console())
+    console.print(f"report: {report}")
+
+
+def _results(
+    info: dict[str, Any], title: str, trajectories: list[Trajectory], complete: bool
+) -> dict[str, Any]:
+    ordered = sorted(trajectories, key=lambda t: (t.task_id, t.seed or 0))
+    return {
+        "title": title,
+        "complete": complete,
+        "run": info,
+        "summary": summarize(ordered).to_dict(),
+        "tasks": [task_row(t) for t in ordered],
+    }
+
+
+__all__ = ["LeakageError", "eval_command"]

@@ -1,0 +1,257 @@
+"""Rollouts: one scaffold on one task, evaluated, cached, stored.
+
+`run_task` runs the domain agent in a fresh sandbox session prepared by `domain.prepare`, then judges the
+submission with `domain.evaluate` (which opens another fresh sandbox that receives only the submission),
+and returns the Trajectory with its evaluation. `run_tasks` does many with bounded concurrency. Finished
+rollouts are cached on disk under RECREATE_HOME, keyed by (scaffold hash, domain, task id, seed, model),
+so a resumed run (even after kill -9) pays nothing twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from recreate.agent import AgentContext, build_domain_agent
+from recreate.agent.toolbox import open_session
+from recreate.config import load_settings
+from recreate.domains.base import Domain, Task
+from recreate.experience.schema import Evaluation, Trajectory, load_trajectory, new_id
+from recreate.models import UsageLedger
+from recreate.redact import redact
+from recreate.sandbox.base import Sandbox, SandboxSpec
+from recreate.scaffold import Scaffold, load_scaffold
+
+log = logging.getLogger(__name__)
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+class RolloutCache:
+    """Evaluated trajectories on disk, one JSON file per (scaffold hash, task id, seed).
+
+    A lookup may name the model (`model_key`, see `Rollouts.model_key`): a file written by another model
+    is then a miss (and the new rollout replaces it)."""
+
+    def __init__(self, root: str | Path | None = None):
+        self.root = Path(root) if root else load_settings().home / "rollouts"
+
+    def path(self, scaffold: Scaffold | str, task_id: str, seed: int) -> Path:
+        digest = scaffold.content_hash() if isinstance(scaffold, Scaffold) else scaffold
+        readable = _UNSAFE.sub("_", task_id)[:80]
+        tag = hashlib.sha256(task_id.encode()).hexdigest()[:8]  # ids differing only in odd characters
+        return self.root / digest[:16] / f"{readable}-{tag}-s{seed}.json"
+
+    def get(
+        self, scaffold: Scaffold | str, task_id: str, seed: int, model_key: str | None = None
+    ) -> Trajectory | None:
+        path = self.path(scaffold, task_id, seed)
+        if not path.is_file():
+            return None
+        try:
+            traj = load_trajectory(path)
+        except Exception as exc:  # a damaged cache file is re-run, never trusted
+            log.warning("ignoring unreadable cached rollout %s: %s", path, exc)
+            return None
+        if traj.evaluation is None or (model_key is not None and traj.metadata.get("model_key") != model_key):
+            return None
+        return traj
+
+    def put(self, scaffold: Scaffold | str, trajectory: Trajectory) -> Path:
+        seed = trajectory.seed if trajectory.seed is not None else 0
+        return trajectory.save(self.path(scaffold, trajectory.task_id, seed))
+
+
+class Rollouts:
+    """One scaffold + model + sandbox + domain, ready to run tasks. Thread-safe."""
+
+    def __init__(
+        self,
+        scaffold: Scaffold | str | Path,
+        domain: Domain,
+        *,
+        model: str | BaseChatModel,
+        sandbox: str | Sandbox = "bwrap",
+        ledger: UsageLedger | None = None,
+        store: Any = None,
+        run_id: str | None = None,
+        cache: RolloutCache | None | bool = True,
+        trajectory_dir: str | Path | None = None,
+        **agent_options: Any,
+    ):
+        self.scaffold = load_scaffold(scaffold)
+        self.domain = domain
+        self.ledger = ledger
+        self.store = store
+        self.run_id = run_id
+        self.cache = RolloutCache() if cache is True else (cache or None)
+        spec = getattr(domain, "agent_spec", None)  # a domain may give its agents a richer sandbox
+        self.agent = build_domain_agent(
+            self.scaffold,
+            model=model,
+            sandbox=sandbox,
+            sandbox_spec=spec() if callable(spec) else SandboxSpec(),
+            ledger=ledger,
+            trajectory_dir=trajectory_dir,
+            domain=domain.name,
+            **agent_options,
+        )
+        self.graph = self.agent.compile()
+        info = self.agent.recorder.model
+        identity = json.dumps([info.name, info.base_url_host, info.sampling], sort_keys=True, default=str)
+        self.model_key = hashlib.sha256(identity.encode()).hexdigest()[:16]
+        self.scaffold_hash = self.scaffold.content_hash()
+        self._store_lock = threading.Lock()
+
+    def cached(self, task: Task, seed: int = 0) -> Trajectory | None:
+        if self.cache is None:
+            return None
+        return self.cache.get(self.scaffold_hash, task.id, seed, self.model_key)
+
+    def run(self, task: Task, seed: int = 0) -> Trajectory:
+        cached = self.cached(task, seed)
+        if cached is not None:
+            return cached
+        if self.ledger is not None:
+            self.ledger.check_budget()
+        started = time.time()
+        traj = self._rollout(task, seed)
+        if self.ledger is not None and (traj.outcome.error or "").startswith("budget exceeded"):
+            self.ledger.check_budget()  # the shared budget ran out mid-run: raise, cache nothing
+        eval_started = time.time()
+        traj.evaluation = self._evaluate(task, traj.outcome.submission)
+        traj.metadata.update(
+            eval_duration_s=round(time.time() - eval_started, 3),
+            rollout_duration_s=round(time.time() - started, 3),
+        )
+        traj.metadata["model_key"] = self.model_key
+        if self.cache is not None:
+            self.cache.put(self.scaffold_hash, traj)
+        if self.store is not None:
+            with self._store_lock:
+                self.store.add(traj)
+        return traj
+
+    def _rollout(self, task: Task, seed: int) -> Trajectory:
+        state = {
+            "task": task.prompt,
+            "task_id": task.id,
+            "seed": seed,
+            "run_id": self.run_id,
+            "trajectory_id": new_id("t-"),
+            "metadata": {
+                "task_group": task.group,
+                **({"task_metadata": task.metadata} if task.metadata else {}),
+            },
+        }
+        try:
+            with open_session(self.agent.sandbox, self.agent.sandbox_spec) as session:
+                self.domain.prepare(task, session)
+                final = self.graph.invoke(state, context=AgentContext(session=session))
+            return self.agent.trajectory(final)
+        except Exception as exc:  # sandbox or preparation failure: the task scores 0 with the reason
+            log.warning("rollout of %s failed before the agent could finish: %s", task.id, exc)
+            error = redact(f"{type(exc).__name__}: {exc}")
+            return self.agent.trajectory({**state, "exit_status": "error", "error": error, "messages": []})
+
+    def _evaluate(self, task: Task, submission: str | None) -> Evaluation:
+        try:
+            return self.domain.evaluate(task, submission, self.agent.sandbox)
+        except Exception as exc:  # the evaluator itself broke: score 0, say why, keep going
+            log.warning("evaluation of %s crashed: %s", task.id, exc)
+            return Evaluation(
+                score=0.0,
+                passed=False,
+                feedback=redact(f"the evaluator crashed: {type(exc).__name__}: {exc}"),
+            )
+
+    def run_many(
+        self,
+        tasks: Sequence[Task],
+        *,
+        seeds: Iterable[int] = (0,),
+        concurrency: int = 4,
+        progress: bool = True,
+        on_result: Callable[[Trajectory], None] | None = None,
+    ) -> list[Trajectory]:
+        """Every (task, seed) pair, in input order. A BudgetExceeded stops scheduling and is re-raised
+        (finished rollouts are cached already)."""
+        jobs = [(task, seed) for task in tasks for seed in seeds]
+        results: list[Trajectory | None] = [None] * len(jobs)
+        with _progress(progress) as bar, ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            tracker = bar.add_task(f"{self.scaffold.name} on {self.domain.name}", total=len(jobs))
+
+            def one(i: int) -> None:
+                task, seed = jobs[i]
+                results[i] = traj = self.run(task, seed)
+                if on_result is not None:
+                    on_result(traj)
+                bar.advance(tracker)
+
+            futures = [pool.submit(one, i) for i in range(len(jobs))]
+            done, pending = wait(futures, return_when=FIRST_EXCEPTION)
+            for future in pending:
+                future.cancel()
+            for future in done:
+                future.result()  # re-raise the first failure (BudgetExceeded, KeyboardInterrupt)
+        return [r for r in results if r is not None]
+
+
+def run_task(
+    scaffold: Scaffold | str | Path,
+    task: Task,
+    domain: Domain,
+    *,
+    model: str | BaseChatModel,
+    sandbox: str | Sandbox = "bwrap",
+    seed: int = 0,
+    ledger: UsageLedger | None = None,
+    store: Any = None,
+    **options: Any,
+) -> Trajectory:
+    """One evaluated rollout (from the cache when this scaffold already ran this task with this seed)."""
+    runner = Rollouts(scaffold, domain, model=model, sandbox=sandbox, ledger=ledger, store=store, **options)
+    return runner.run(task, seed)
+
+
+def run_tasks(
+    scaffold: Scaffold | str | Path,
+    tasks: Sequence[Task],
+    domain: Domain,
+    *,
+    model: str | BaseChatModel,
+    sandbox: str | Sandbox = "bwrap",
+    seeds: Iterable[int] = (0,),
+    concurrency: int = 4,
+    ledger: UsageLedger | None = None,
+    store: Any = None,
+    progress: bool = True,
+    on_result: Callable[[Trajectory], None] | None = None,
+    **options: Any,
+) -> list[Trajectory]:
+    """Evaluated rollouts of every (task, seed), `concurrency` at a time, in input order."""
+    runner = Rollouts(scaffold, domain, model=model, sandbox=sandbox, ledger=ledger, store=store, **options)
+    return runner.run_many(
+        tasks, seeds=seeds, concurrency=concurrency, progress=progress, on_result=on_result
+    )
+
+
+def _progress(enabled: bool) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        disable=not enabled,
+        transient=False,
+    )
