@@ -37,6 +37,18 @@ _LC_CLASSES = {
 }
 
 
+def _openai_tool_call(call: dict[str, Any]) -> dict[str, Any]:
+    """LangChain's {name, args, id} tool calls in OpenAI's {id, type, function: {name, arguments}} form."""
+    if "function" in call:
+        return call
+    arguments = json.dumps(call.get("args", {}), ensure_ascii=False)
+    return {
+        "id": call.get("id"),
+        "type": "function",
+        "function": {"name": call.get("name"), "arguments": arguments},
+    }
+
+
 def _message(raw: Any) -> dict[str, Any] | None:
     """An OpenAI-format message from the shapes LangSmith stores (OpenAI dicts, LangChain dicts, lc dumps)."""
     if not isinstance(raw, dict):
@@ -49,7 +61,7 @@ def _message(raw: Any) -> dict[str, Any] | None:
         return None
     message: dict[str, Any] = {"role": _ROLES.get(role, role), "content": as_text(raw.get("content"))}
     if raw.get("tool_calls"):
-        message["tool_calls"] = raw["tool_calls"]
+        message["tool_calls"] = [_openai_tool_call(call) for call in raw["tool_calls"]]
     if raw.get("tool_call_id"):
         message["tool_call_id"] = raw["tool_call_id"]
     return message

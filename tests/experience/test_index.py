@@ -1,0 +1,133 @@
+"""The Chroma index: filters, registered embeddings, MiniLM semantics, server mode."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import chromadb
+import numpy as np
+import pytest
+from chromadb.config import Settings
+
+from recreate.experience.embeddings import HashEmbedding, MiniLMEmbedding, make_embedding
+from recreate.experience.index import ExperienceIndex
+from recreate.experience.store import ExperienceStore
+from tests.experience.factory import TRACEBACK, bash_step, make_trajectory
+
+
+def _failing_run(trajectory_id: str, task_id: str = "task-9") -> object:
+    steps = [
+        bash_step(0, "pip install pandas", stdout="Successfully installed pandas"),
+        bash_step(1, "python solve.py", stderr=TRACEBACK, exit_code=1),
+        bash_step(
+            2,
+            "python -c 'import missing_mod'",
+            stderr="ModuleNotFoundError: No module named 'missing_mod'",
+            exit_code=1,
+        ),
+    ]
+    return make_trajectory(trajectory_id, task_id=task_id, passed=False, steps=steps)
+
+
+def test_step_metadata_supports_filters(store: ExperienceStore) -> None:
+    store.ingest(
+        [_failing_run("t-fail"), make_trajectory("t-ok", task_id="task-9"), make_trajectory("t-other")]
+    )
+    hits = store.search("python", filters={"error_type": "ZeroDivisionError"}, k=5)
+    assert [(h.trajectory_id, h.metadata["step"]) for h in hits] == [("t-fail", 1)]
+    hits = store.search("python solve", filters={"task_id": "task-9", "outcome": "passed"}, k=10)
+    assert hits and {h.trajectory_id for h in hits} == {"t-ok"}
+    summaries = store.search("wrong output", scope="summaries", filters={"domain": "ds1000"}, k=1)
+    assert summaries[0].id == "t-fail"
+    with pytest.raises(ValueError, match="unknown filter"):
+        store.search("x", scope="summaries", filters={"error_type": "x"})
+
+
+def test_hash_embedding_is_deterministic_and_normalised() -> None:
+    emb = HashEmbedding()
+    a, b = emb(["python solve.py failed", "python solve.py failed"])
+    assert np.allclose(a, b) and np.isclose(np.linalg.norm(a), 1.0)
+    (empty,) = emb([""])
+    assert not np.any(empty)
+    with pytest.raises(ValueError, match="unknown embedding"):
+        make_embedding("word2vec")
+
+
+def test_registered_embedding_reopens_from_the_persisted_config(tmp_path: Path) -> None:
+    index = ExperienceIndex(tmp_path / "chroma", embedding="hash")
+    index.add([make_trajectory("t-1")])
+    name = index.collection_name("steps")
+    del index
+    raw = chromadb.PersistentClient(
+        path=str(tmp_path / "chroma"), settings=Settings(anonymized_telemetry=False)
+    )
+    collection = raw.get_collection(name)  # no embedding function passed: rebuilt from its registration
+    assert collection.configuration_json["embedding_function"]["name"] == "recreate-hash"
+    # query_texts embeds with the registered function (Chroma's default would need a download)
+    found = collection.query(query_texts=["python solve.py --case 2"], n_results=1)
+    assert found["ids"][0] == ["t-1#2"]
+
+
+@pytest.mark.slow
+def test_minilm_finds_a_paraphrase_that_shares_no_words(tmp_path: Path) -> None:
+    store = ExperienceStore(tmp_path, embedding="minilm")
+    docs = {
+        "t-disk": "cp data.tar /mnt/backup\n[exit 1]\nwrite error: No space left on device",
+        "t-net": "curl http://example.org/data.csv\n[exit 6]\ncurl: (6) Could not resolve host: example.org",
+        "t-perm": "cat /root/secret.txt\n[exit 1]\ncat: /root/secret.txt: Permission denied",
+    }
+    store.ingest(
+        make_trajectory(i, steps=[bash_step(0, text.split("\n")[0], stderr=text.split("\n")[2], exit_code=1)])
+        for i, text in docs.items()
+    )
+    query = "the storage volume is full"
+    assert not set(query.lower().split()) & set(" ".join(docs.values()).lower().split())
+    assert store.search(query, k=1)[0].trajectory_id == "t-disk"
+    assert store.search("access was forbidden for this user", k=1)[0].trajectory_id == "t-perm"
+    assert isinstance(store.index.embedding, MiniLMEmbedding)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def chroma_server(tmp_path: Path) -> Iterator[str]:
+    port = _free_port()
+    chroma = Path(sys.executable).with_name("chroma")
+    proc = subprocess.Popen(
+        [str(chroma), "run", "--host", "127.0.0.1", "--port", str(port), "--path", str(tmp_path / "server")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                chromadb.HttpClient(host="127.0.0.1", port=port).heartbeat()
+                break
+            except Exception:
+                time.sleep(0.3)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_server_mode_uses_the_http_client(tmp_path: Path, chroma_server: str) -> None:
+    store = ExperienceStore(tmp_path / "exp", embedding="hash", chroma_url=chroma_server)
+    store.ingest([_failing_run("t-srv"), make_trajectory("t-ok")])
+    assert not (tmp_path / "exp" / "chroma").exists()  # nothing embedded: the vectors live in the server
+    port = int(chroma_server.rsplit(":", 1)[1])
+    server_view = chromadb.HttpClient(host="127.0.0.1", port=port)
+    assert server_view.get_collection(store.index.collection_name("steps")).count() == 3 + 4
+    assert store.search("division by zero", k=1)[0].trajectory_id == "t-srv"
+    assert store.verify().ok
