@@ -16,9 +16,12 @@ from recreate.scaffold.render import render_instance, render_system
 from recreate.scaffold.store import ScaffoldStore
 
 app = typer.Typer(help="Validate, inspect and version scaffolds.", no_args_is_help=True)
-console = Console()
 
 StoreOption = typer.Option(None, "--store", help="Store root (default: <RECREATE_HOME>/scaffolds).")
+
+
+def _console() -> Console:
+    return Console()  # created per call so that it sees the terminal width of this invocation
 
 
 def _store(root: Path | None) -> ScaffoldStore:
@@ -30,7 +33,9 @@ def _load(source: str, root: Path | None) -> Scaffold:
 
 
 def _report_problems(exc: ScaffoldValidationError) -> None:
-    table = Table(title=f"{exc.source or 'scaffold'}: {len(exc.problems)} problem(s)", title_justify="left")
+    console = _console()
+    console.print(f"[red]invalid[/red] {exc.source or 'scaffold'}: {len(exc.problems)} problem(s)")
+    table = Table()
     for column in ("file", "field", "problem"):
         table.add_column(column, overflow="fold")
     for problem in exc.problems:
@@ -57,7 +62,7 @@ def validate(
         if sandbox
         else "static checks only (pass --sandbox for smoke tests)"
     )
-    console.print(
+    _console().print(
         f"[green]valid[/green] {scaffold.name}: {len(scaffold.tools)} tools, {len(scaffold.rules)} rules, "
         f"{len(scaffold.memory)} memory items; {smoke}"
     )
@@ -72,6 +77,7 @@ def show(
     store: Path | None = StoreOption,
 ) -> None:
     """Print a scaffold: its rendered system message, tools, memory and limits."""
+    console = _console()
     scaffold = _load(source, store)
     console.print(
         f"[bold]{scaffold.ref or scaffold.name}[/bold]  domain={scaffold.domain}  "
@@ -105,7 +111,7 @@ def commit(
     except ScaffoldValidationError as exc:
         _report_problems(exc)
         raise typer.Exit(1) from None
-    console.print(f"{info.ref} {info.hash[:12]}")
+    _console().print(f"{info.ref} {info.hash[:12]}")
 
 
 @app.command()
@@ -123,7 +129,7 @@ def apply(
     except ScaffoldValidationError as exc:
         _report_problems(exc)
         raise typer.Exit(1) from None
-    console.print(f"{info.ref} {info.hash[:12]} (parent {info.parent})")
+    _console().print(f"{info.ref} {info.hash[:12]} (parent {info.parent})")
 
 
 @app.command()
@@ -133,7 +139,7 @@ def diff(
     store: Path | None = StoreOption,
 ) -> None:
     """Show what changed between two scaffolds, per component."""
-    console.print(
+    _console().print(
         _store(store).diff(_load(a, store), _load(b, store)).render(), markup=False, highlight=False
     )
 
@@ -159,7 +165,7 @@ def log(name: str = typer.Argument(...), store: Path | None = StoreOption) -> No
             info.created_at,
             (info.rationale or info.message).split("\n")[0][:80],
         )
-    console.print(table)
+    _console().print(table)
 
 
 @app.command()
@@ -170,7 +176,7 @@ def export(
 ) -> None:
     """Write a stored version as a plain scaffold directory (lineage in .lineage.json)."""
     out = _store(store).export(ref, dest)
-    console.print(f"exported {ref} to {out}")
+    _console().print(f"exported {ref} to {out}")
 
 
 @app.command()
@@ -181,4 +187,4 @@ def rollback(
 ) -> None:
     """Move a scaffold's head back (versions are never deleted)."""
     info = _store(store).rollback(name, to)
-    console.print(f"{name} head is now {info.ref}")
+    _console().print(f"{name} head is now {info.ref}")

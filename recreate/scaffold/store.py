@@ -31,7 +31,7 @@ from recreate.scaffold.diff import ScaffoldDiff, diff_scaffolds
 from recreate.scaffold.errors import ScaffoldError
 from recreate.scaffold.files import read_dir, write_dir
 from recreate.scaffold.model import NAME_PATTERN, Scaffold
-from recreate.scaffold.ops import apply, ops_to_json
+from recreate.scaffold.ops import apply, ops_to_json, parse_ops
 
 if TYPE_CHECKING:
     from recreate.sandbox.base import Sandbox, SandboxSpec
@@ -216,6 +216,7 @@ class ScaffoldStore:
     ) -> VersionInfo:
         """Apply edit ops to the version at `ref` and commit the result as its child. All or nothing:
         if an op does not apply or the result is invalid, the store is unchanged."""
+        ops = parse_ops(ops)
         base = self.load(ref)
         new = apply(base, ops, sandbox=sandbox, bounds=bounds, spec=spec)
         checked = sandbox if isinstance(sandbox, str) else getattr(sandbox, "name", None)
