@@ -3,7 +3,7 @@
 ```
 scaffold.yaml            name, domain, description, system_prompt, instance_template, action_format,
                          limits, tools: [names], rules: [...]
-tools/<name>/tool.yaml   description, args (JSON schema), smoke: {args, expect, exit_code}
+tools/<name>/tool.yaml   description, args (JSON schema), smoke: {args, expect, exit_code} (optional)
 tools/<name>/main.py     or main.sh: the tool's code, run inside the sandbox
 memory.jsonl             one memory item per line
 ```
@@ -67,6 +67,8 @@ def canonical_files(scaffold: Scaffold) -> dict[str, bytes]:
     files = {SCAFFOLD_FILE: _dump_yaml(head)}
     for tool in scaffold.tools:
         spec = tool.model_dump(mode="json", include={"description", "args", "smoke"})
+        if spec["smoke"] is None:
+            del spec["smoke"]
         files[f"{TOOLS_DIR}/{tool.name}/{TOOL_FILE}"] = _dump_yaml(spec)
         files[f"{TOOLS_DIR}/{tool.name}/{tool.entry_file}"] = tool.code.encode("utf-8")
     lines = [json.dumps(item.model_dump(mode="json"), ensure_ascii=False) + "\n" for item in scaffold.memory]

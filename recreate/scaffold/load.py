@@ -13,7 +13,7 @@ from recreate.scaffold.store import ScaffoldStore
 def load_scaffold(source: Scaffold | str | Path, store: ScaffoldStore | None = None) -> Scaffold:
     """A Scaffold from any of:
     - a Scaffold (returned as is);
-    - a scaffold directory (holding scaffold.yaml);
+    - a scaffold directory (holding scaffold.yaml), or its scaffold.yaml;
     - `DIR@v7` where DIR is a store lineage folder (`<store root>/<name>`) or a store root holding
       one scaffold; `DIR` alone means its head;
     - `name@v7` / `name` resolved in `store` (default: Settings.home / "scaffolds").
@@ -22,6 +22,8 @@ def load_scaffold(source: Scaffold | str | Path, store: ScaffoldStore | None = N
         return source
     text = str(source)
     path = Path(text).expanduser()
+    if path.is_file() and path.name == SCAFFOLD_FILE:
+        return read_dir(path.parent)
     if path.is_dir():
         if (path / SCAFFOLD_FILE).is_file():
             return read_dir(path)

@@ -56,12 +56,13 @@ class SmokeTest(_Model):
 
 
 class Tool(_Model):
-    """A scaffold tool: a script run INSIDE the sandbox with its arguments as one JSON argv item."""
+    """A scaffold tool: a script run INSIDE the sandbox with its arguments as one JSON argv item
+    (`sys.argv[1]` in main.py, `$1` in main.sh)."""
 
     name: str = Field(pattern=TOOL_NAME_PATTERN)
     description: str = Field(min_length=1)
     args: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
-    smoke: SmokeTest
+    smoke: SmokeTest | None = None  # optional in a hand-written tool; edit ops always give one
     language: Language
     code: str = Field(min_length=1)
 

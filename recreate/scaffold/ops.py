@@ -287,13 +287,14 @@ _adapter: TypeAdapter[Any] = TypeAdapter(EditOp)
 
 def apply(
     scaffold: Scaffold,
-    ops: list[Any],
+    ops: Any,
     *,
     sandbox: Sandbox | str | None = None,
     bounds: Bounds | None = None,
     spec: SandboxSpec | None = None,
 ) -> Scaffold:
-    """A new validated scaffold with `ops` applied in order; `scaffold` itself is never changed."""
+    """A new validated scaffold with `ops` (anything `parse_ops` takes) applied in order; `scaffold`
+    itself is never changed."""
     ops = parse_ops(ops)
     data = scaffold.model_dump()
     for index, op in enumerate(ops):

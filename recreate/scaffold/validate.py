@@ -3,8 +3,9 @@
 Static checks (always): templates parse and render under StrictUndefined with sample values, the
 instance template uses {{ task }}, limits and sizes inside `Bounds`, names and ids unique and
 well-formed, tool argument schemas valid, Python tool code compiles (compile() only parses).
-Sandbox checks (when a sandbox is given): shell tools pass `bash -n` and every tool's smoke test
-passes, each tool in a fresh session. All problems are collected, then raised together.
+Sandbox checks (when a sandbox is given, for every tool without static problems): shell tools pass
+`bash -n` and every tool's smoke test passes, each tool in a fresh session.
+All problems are collected, then raised together.
 """
 
 from __future__ import annotations
@@ -55,8 +56,10 @@ def validate_scaffold(
     """Raise ScaffoldValidationError listing every problem; return None when all checks pass."""
     bounds = bounds or Bounds()
     problems = static_problems(scaffold, bounds)
-    if sandbox is not None and not problems:
-        problems = sandbox_problems(scaffold, sandbox, bounds, spec)
+    if sandbox is not None:
+        broken = {p.file.split("/")[1] for p in problems if p.file.startswith(f"{TOOLS_DIR}/")}
+        sound = [tool for tool in scaffold.tools if tool.name not in broken]
+        problems += sandbox_problems(scaffold.model_copy(update={"tools": sound}), sandbox, bounds, spec)
     if problems:
         raise ScaffoldValidationError(problems, source=scaffold.ref or scaffold.name)
 
@@ -193,6 +196,8 @@ def _tool_problems(tool: Tool, bounds: Bounds) -> list[Problem]:
     except jsonschema.SchemaError as exc:
         problems.append(Problem(spec_file, "args", f"invalid JSON schema: {exc.message}"))
         return problems
+    if tool.smoke is None:
+        return problems
     for error in jsonschema.Draft202012Validator(tool.args).iter_errors(tool.smoke.args):
         path = ".".join(str(p) for p in error.absolute_path)
         problems.append(
@@ -233,8 +238,10 @@ def _smoke_problems(session: Session, tool: Tool, timeout: float) -> list[Proble
         check = session.run(f"bash -n {tool.sandbox_path()}", timeout=timeout)
         if not check.ok:
             return [Problem(code_file, "", f"shell syntax error: {_tail(check.stderr or check.stdout)}")]
-    result = session.run(tool.command(tool.smoke.args), timeout=timeout)
     smoke = tool.smoke
+    if smoke is None:
+        return []
+    result = session.run(tool.command(smoke.args), timeout=timeout)
     if result.timed_out:
         return [Problem(spec_file, "smoke", f"smoke test timed out after {timeout:g} s")]
     if result.exit_code != smoke.exit_code:

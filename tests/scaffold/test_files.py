@@ -110,7 +110,7 @@ def test_every_problem_across_files_is_listed(scaffold, tmp_path):
     head["colour"] = "blue"
     (out / "scaffold.yaml").write_text(yaml.safe_dump(head))
     spec = yaml.safe_load((out / "tools/echo_text/tool.yaml").read_text())
-    del spec["smoke"]
+    del spec["description"]
     (out / "tools/echo_text/tool.yaml").write_text(yaml.safe_dump(spec))
     good = json.dumps({"id": "m2", "title": "t", "content": "c"})
     (out / "memory.jsonl").write_text(f'{good}\n{{"id": "m3", \nnot json\n{{"id": "m4", "title": "t"}}\n')
@@ -121,7 +121,7 @@ def test_every_problem_across_files_is_listed(scaffold, tmp_path):
         p.startswith("scaffold.yaml: limits.max_steps: Input should be a valid integer") for p in problems
     )
     assert "scaffold.yaml: colour: unknown field" in problems
-    assert "tools/echo_text/tool.yaml: smoke: Field required" in problems
+    assert "tools/echo_text/tool.yaml: description: Field required" in problems
     assert any(p.startswith("memory.jsonl:2: malformed JSON") for p in problems)
     assert any(p.startswith("memory.jsonl:3: malformed JSON") for p in problems)
     assert "memory.jsonl:4: content: Field required" in problems
@@ -174,3 +174,10 @@ def test_write_dir_refuses_to_overwrite(scaffold, tmp_path):
         write_dir(scaffold, out)
     (tmp_path / "empty").mkdir()
     assert read_dir(write_dir(scaffold, tmp_path / "empty")) == scaffold
+
+
+def test_a_tool_without_a_smoke_test_round_trips(tmp_path):
+    scaffold = make_scaffold(tools=[echo_tool(smoke=None)])
+    out = write_dir(scaffold, tmp_path / "s")
+    assert "smoke" not in (out / "tools/echo_text/tool.yaml").read_text()
+    assert read_dir(out).validate() == scaffold

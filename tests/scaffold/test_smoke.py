@@ -109,3 +109,19 @@ def test_store_refuses_a_tool_whose_smoke_test_fails(tmp_path, scaffold):
     )
     info = store.apply("demo", [good], sandbox="bwrap")
     assert info.validated == {"static": True, "sandbox": "bwrap"}
+
+
+def test_sound_tools_are_smoke_tested_beside_static_problems():
+    tools = [
+        echo_tool(name="broken", code="print(:\n"),
+        echo_tool(name="failing", code="print('no')\n"),
+        echo_tool(name="untested", language="bash", code="if then fi\n", smoke=None),
+        echo_tool(name="fine"),
+    ]
+    found = sandbox_problems(make_scaffold(instance_template="no task", tools=tools))
+    assert [p.split(": ")[0] for p in found] == [
+        "scaffold.yaml",
+        "tools/broken/main.py",
+        "tools/failing/tool.yaml",
+        "tools/untested/main.sh",
+    ]

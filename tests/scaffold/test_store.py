@@ -178,6 +178,7 @@ def test_load_scaffold_accepts_every_kind_of_source(store, scaffold, tmp_path, r
     exported = store.export("demo@v1", tmp_path / "exported")
     assert load_scaffold(scaffold) is scaffold
     assert load_scaffold(exported) == scaffold
+    assert load_scaffold(exported / "scaffold.yaml") == scaffold
     assert load_scaffold(f"{store.root}/demo@v1").ref == "demo@v1"  # lineage folder
     assert load_scaffold(f"{store.root}@v2").ref == "demo@v2"  # store root with one scaffold
     assert load_scaffold(store.root / "demo").ref == "demo@v2"  # lineage folder: its head
