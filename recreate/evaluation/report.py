@@ -87,11 +87,12 @@ def write_chart(path: Path, rows: list[dict[str, Any]], summary: Summary, title:
     )
     labels = [f"{r['task_id']}" + (f"/s{r['seed']}" if r["seed"] else "") for r in rows]
     colours = ["#2a9d8f" if r["passed"] else "#e76f51" for r in rows]
-    left.bar(range(len(rows)), [r["score"] for r in rows], color=colours)
+    heights = [r["score"] if r["passed"] else max(r["score"], 0.02) for r in rows]  # a 0 stays visible
+    left.bar(range(len(rows)), heights, color=colours)
     left.set_xticks(range(len(rows)), labels, rotation=70, ha="right", fontsize=7)
     left.set_ylim(0, 1.05)
     left.set_ylabel("score")
-    left.set_title("per task (green: passed)")
+    left.set_title("per task (green: passed, red: failed)")
     values = [summary.pass_at_1, summary.mean_score]
     cis = [summary.pass_at_1_ci, summary.mean_score_ci]
     errors = [[0 if math.isnan(c[0]) else v - c[0] for v, c in zip(values, cis, strict=True)],

@@ -1,0 +1,108 @@
+"""examples/langgraph_app: router + domain agent node, against the local OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from recreate.sandbox import get_sandbox
+from recreate.testing import text, tool_call
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _load(path: Path, name: str):
+    """Import a file the way `langgraph dev` does (registered, so its type hints resolve)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.bwrap
+def test_router_sends_work_to_the_agent_and_questions_to_chat(openai_server, tmp_path, monkeypatch):
+    if not get_sandbox("bwrap").available()[0]:
+        pytest.skip("bubblewrap unavailable")
+    monkeypatch.setenv("RECREATE_HOME", str(tmp_path / "home"))
+    app_module = _load(REPO / "examples" / "langgraph_app" / "app.py", "langgraph_app")
+    openai_server.enqueue(
+        text("agent"),  # router
+        tool_call("bash", {"command": "python3 -c 'print(sum(range(101)))'"}),
+        tool_call("submit", {"answer": "5050"}),
+        text("chat"),  # router, second turn
+        text("You are welcome."),
+    )
+    with sqlite3.connect(tmp_path / "app.sqlite", check_same_thread=False) as conn:
+        app = app_module.build_app(
+            REPO / "scaffolds" / "minimal", f"scripted@{openai_server.url}", checkpointer=SqliteSaver(conn)
+        )
+        config = {"configurable": {"thread_id": "t1"}}
+        first = app.invoke({"messages": [("user", "Sum the integers 1..100 with python")]}, config)
+        assert first["route"] == "agent" and first["messages"][-1].content == "5050"
+        assert any("5050" in m.content for m in first["messages"] if m.type == "tool")
+        second = app.invoke({"messages": [("user", "Thanks!")]}, config)
+        assert second["route"] == "chat" and second["messages"][-1].content == "You are welcome."
+    agent_request = openai_server.requests[1]
+    assert [t["function"]["name"] for t in agent_request["tools"]] == ["bash", "submit"]
+    assert "tools" not in openai_server.requests[0]  # the router call binds no tools
+
+
+def test_langgraph_json_points_at_loadable_factories(monkeypatch, openai_server):
+    config = json.loads((REPO / "langgraph.json").read_text())
+    monkeypatch.setenv("RECREATE_MODEL", f"scripted@{openai_server.url}")
+    for target in config["graphs"].values():
+        file, _, attr = target.partition(":")
+        graph = getattr(_load(REPO / file, f"lg_{attr}"), attr)({"configurable": {"sandbox": "local"}})
+        assert graph.checkpointer is None  # the server supplies its own
+        assert "messages" in graph.get_input_jsonschema()["properties"]
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+def test_langgraph_dev_serves_the_domain_agent(openai_server, tmp_path):
+    cli = Path(sys.executable).with_name("langgraph")
+    if not cli.exists():
+        pytest.skip("langgraph-cli[inmem] is not installed")
+    if not get_sandbox("bwrap").available()[0]:
+        pytest.skip("bubblewrap unavailable")
+    from langgraph_sdk import get_sync_client
+
+    openai_server.enqueue(
+        tool_call("bash", {"command": "echo $((2*3))"}), tool_call("submit", {"answer": "6"})
+    )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = dict(
+        os.environ, RECREATE_MODEL=f"scripted@{openai_server.url}", RECREATE_HOME=str(tmp_path / "home")
+    )
+    argv = [str(cli), "dev", "--port", str(port), "--no-browser", "--no-reload"]
+    server = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/ok", timeout=1)
+                break
+            except OSError:
+                assert server.poll() is None and time.time() < deadline, "langgraph dev did not start"
+                time.sleep(0.3)
+        client = get_sync_client(url=f"http://127.0.0.1:{port}")
+        out = client.runs.wait(None, "domain_agent", input={"task": "What is 2*3?"})
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert out["exit_status"] == "submitted" and out["submission"] == "6"
+    assert Path(out["trajectory_path"]).is_file()
