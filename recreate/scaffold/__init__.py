@@ -28,6 +28,7 @@ from recreate.scaffold.ops import (
     UpdateTool,
     Vote,
     apply,
+    ops_json_schema,
     ops_to_json,
     parse_ops,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "diff_scaffolds",
     "install_tools",
     "load_scaffold",
+    "ops_json_schema",
     "ops_to_json",
     "parse_ops",
     "read_dir",

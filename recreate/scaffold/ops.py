@@ -53,7 +53,9 @@ def _find(items: list[Data], key: str, value: str, what: str) -> Data:
     for item in items:
         if item[key] == value:
             return item
-    known = ", ".join(repr(item[key]) for item in items) or "none"
+    known = ", ".join(repr(item[key]) for item in items[:20]) or "none"
+    if len(items) > 20:
+        known += f", ... ({len(items)} in all)"
     raise _Miss(f"unknown {what} {value!r} (known: {known})")
 
 
@@ -283,6 +285,18 @@ OP_NAMES = (
     "vote",
 )
 _adapter: TypeAdapter[Any] = TypeAdapter(EditOp)
+
+
+def ops_json_schema() -> dict[str, Any]:
+    """JSON schema of a list of edit ops: give it to a model as a structured-output or tool schema."""
+    schema = TypeAdapter(list[EditOp]).json_schema()
+    for definition in schema["$defs"].values():
+        if "op" in definition.get("properties", {}):  # a default in Python, but a model must always say it
+            definition["required"] = [
+                "op",
+                *(name for name in definition.get("required", []) if name != "op"),
+            ]
+    return schema
 
 
 def apply(

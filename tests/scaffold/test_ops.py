@@ -21,9 +21,11 @@ from recreate.scaffold import (
     UpdateTool,
     Vote,
     apply,
+    ops_json_schema,
     ops_to_json,
     parse_ops,
 )
+from recreate.scaffold.ops import OP_NAMES
 from tests.scaffold.conftest import ECHO_CODE
 
 SHOUT_TOOL = {
@@ -229,3 +231,21 @@ def test_parse_ops_lists_every_mistake():
 def test_parse_ops_rejects_non_ops(source, message):
     with pytest.raises(OpError, match=message):
         parse_ops(source)
+
+
+def test_ops_json_schema_covers_every_op():
+    schema = ops_json_schema()
+    assert schema["type"] == "array"
+    names = {
+        definition["properties"]["op"]["const"]
+        for definition in schema["$defs"].values()
+        if "op" in definition.get("properties", {})
+    }
+    assert names == set(OP_NAMES)
+    assert all(d["required"][0] == "op" for d in schema["$defs"].values() if "op" in d.get("properties", {}))
+
+
+def test_unknown_ids_in_big_lists_are_summarised(scaffold):
+    ops = [AddMemory(id=f"m{i}", title="t", content="c") for i in range(2, 40)]
+    with pytest.raises(OpError, match=r"unknown memory item 'zz' \(known: 'm1', .*, \.\.\. \(39 in all\)\)"):
+        apply(scaffold, [*ops, RemoveMemory(id="zz")])
