@@ -121,7 +121,7 @@ def import_command(
         )
     typer.echo(report.summary())
     if report.errors:
-        raise typer.Exit(1)
+        raise SystemExit(1)  # typer.Exit codes are dropped by the root main (standalone_mode=False)
 
 
 @app.command("reindex")
@@ -148,7 +148,7 @@ def verify_command() -> None:
     for line in drift.lines():
         typer.echo(f"drift: {line}")
     typer.echo("run `recreate experience reindex` to rebuild the catalog and index from the files")
-    raise typer.Exit(1)
+    raise SystemExit(1)  # typer.Exit codes are dropped by the root main (standalone_mode=False)
 
 
 @app.command("export")

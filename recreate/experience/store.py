@@ -28,6 +28,13 @@ MAX_OBSERVATION_CHARS = 200_000
 INDEX_BATCH = 64
 
 
+class TrajectoryNotFoundError(KeyError):
+    """No trajectory with this id in the store."""
+
+    def __str__(self) -> str:  # KeyError would print the message in quotes
+        return str(self.args[0])
+
+
 class StoreError(RuntimeError):
     """The store cannot do what was asked without risking stored data; the message says what to do."""
 
@@ -232,7 +239,7 @@ class ExperienceStore:
     def get(self, trajectory_id: str) -> Trajectory:
         entry = self.catalog.get(trajectory_id)
         if entry is None:
-            raise KeyError(f"no trajectory {trajectory_id!r} in {self.root}")
+            raise TrajectoryNotFoundError(f"no trajectory {trajectory_id!r} in {self.root}")
         return load_trajectory(self.root / entry.path)
 
     def list(self, filters: dict[str, Any] | None = None, *, limit: int | None = None) -> list[CatalogEntry]:
@@ -359,4 +366,5 @@ __all__ = [
     "ExperienceStore",
     "IngestReport",
     "StoreError",
+    "TrajectoryNotFoundError",
 ]

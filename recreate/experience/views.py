@@ -51,8 +51,9 @@ def fit(text: str, budget_tokens: int) -> str:
 def section(title: str, lines: Sequence[str], limit_chars: int, hint: str = "") -> str:
     """A titled list that keeps as many lines as fit in `limit_chars` and counts the rest."""
     out, used = [f"{title}:"], len(title) + 2
+    reserve = 0 if sum(len(line) + 1 for line in lines) + used <= limit_chars else 20 + len(hint)
     for position, line in enumerate(lines):
-        if used + len(line) + 1 > limit_chars:
+        if used + len(line) + 1 > limit_chars - reserve:
             out.append(f"  … {len(lines) - position} more{hint}")
             break
         out.append(line)
@@ -130,7 +131,7 @@ def index_view(traj: Trajectory, limit: int) -> str:
         + (f"  [{error_type(s)}]" if is_failure(s) else "")
         for s in traj.steps
     ]
-    used = len(files) + len(errors) + len(tests) + 4
+    used = len(files) + len(errors) + len(tests) + 8  # + the joining newlines and a little slack
     commands_text = section("commands (step: action)", commands, rest - used, hint=" (view=steps(a,b))")
     return "\n".join([head, files, errors, tests, commands_text])
 
