@@ -86,7 +86,7 @@ class ScaffoldStore:
         """`name`, `name@head`, `name@latest`, `name@v7` or `name@<hash prefix of 7+ hex>`."""
         name, _, selector = ref.partition("@")
         selector = selector or "head"
-        versions = self.versions(name) if re.match(NAME_PATTERN, name) else []
+        versions = self.versions(name) if re.fullmatch(NAME_PATTERN, name) else []
         if not versions:
             known = ", ".join(self.names()) or "none"
             raise ScaffoldError(f"no scaffold named {name!r} in store {self.root} (stored: {known})")
@@ -268,7 +268,7 @@ class ScaffoldStore:
 
     @contextmanager
     def _locked(self, name: str) -> Iterator[None]:
-        if not re.match(NAME_PATTERN, name):
+        if not re.fullmatch(NAME_PATTERN, name):
             raise ScaffoldError(f"invalid scaffold name {name!r}")
         folder = self.root / name
         folder.mkdir(parents=True, exist_ok=True)
