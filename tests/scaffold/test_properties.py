@@ -1,4 +1,5 @@
-"""Property tests: random edit sequences never leave an invalid version, and lineage replays exactly."""
+"""Property tests: random edit sequences never leave an invalid version; lineage replays exactly and
+every version differs visibly from its parent."""
 
 from __future__ import annotations
 
@@ -80,4 +81,7 @@ def test_random_edits_never_store_an_invalid_version(batches):
             scaffold = store.load(info.ref)  # content matches the recorded hash
             scaffold.validate()
             if info.parent:  # the recorded ops turn the parent into exactly this version
-                assert apply(store.load(info.parent), parse_ops(info.ops)).content_hash() == info.hash
+                parent = store.load(info.parent)
+                assert apply(parent, parse_ops(info.ops)).content_hash() == info.hash
+                assert store.diff(parent, scaffold)  # a new version always shows a change
+            assert not store.diff(scaffold, scaffold)
