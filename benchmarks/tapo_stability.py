@@ -42,7 +42,6 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "tapo p=0": ("tapo", {"clip_exponent": 0.0}),
     "tapo p=-0.5": ("tapo", {"clip_exponent": -0.5}),
     "tapo p=+0.5": ("tapo", {"clip_exponent": 0.5}),
-    "tapo cum p=0": ("tapo", {"state_correction": "cum"}),
 }
 console = Console()
 
@@ -56,18 +55,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--staleness", type=int, nargs="+", help="E2 staleness k (default 0 4 16)")
     ap.add_argument("--variants", nargs="+", choices=list(VARIANTS), help="E2 losses (default all)")
     ap.add_argument("--seeds", type=int, help="E2 seeds per cell (default 10)")
-    ap.add_argument("--updates", type=int, help="E2 updates per run (default 300)")
+    ap.add_argument("--updates", type=int, help="E2 updates per run (default 500)")
     ap.add_argument("--lr", type=float, default=StaleReplayConfig.lr)
     ap.add_argument("--warmup", type=int, default=StaleReplayConfig.warmup)
     ap.add_argument("--workers", type=int, default=2, help="processes (one torch thread each)")
     ap.add_argument("--resume", action="store_true", help="keep finished E2 jobs from results.json")
     args = ap.parse_args(argv)
     quick = args.quick
-    args.horizons = args.horizons or ([8, 16] if quick else [32, 64, 128])
-    args.staleness = args.staleness or ([0, 4] if quick else [0, 4, 16])
+    # Jobs run in this order (most informative first), so an interrupted sweep keeps the key cells.
+    args.horizons = args.horizons or ([8, 16] if quick else [128, 64, 32])
+    args.staleness = args.staleness or ([0, 4] if quick else [16, 0, 4])
     args.variants = args.variants or list(VARIANTS)
     args.seeds = args.seeds or (2 if quick else 10)
-    args.updates = args.updates or (15 if quick else 300)
+    args.updates = args.updates or (15 if quick else 500)
     args.e1_horizons = list(range(1, 7)) if quick else list(range(1, 13))
     args.e1_mismatch = [0.3] if quick else [0.1, 0.3, 0.6]
     args.e1_instances = 2 if quick else 8
@@ -81,7 +81,8 @@ def run_e1(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
     for mismatch in args.e1_mismatch:
         for horizon in args.e1_horizons:
-            runs = [estimator_bias_variance(horizon, mismatch=mismatch, seed=s) for s in range(args.e1_instances)]
+            runs = [estimator_bias_variance(horizon, mismatch=mismatch, seed=s)
+                    for s in range(args.e1_instances)]
             kl = sum(r["_meta"]["kl_mu_pi_per_token"] for r in runs) / len(runs)
             for est in E1_ESTIMATORS:
                 row = {"mismatch": mismatch, "kl_per_token": kl, "horizon": horizon, "estimator": est}
@@ -133,7 +134,8 @@ def e2_job(variant: str, horizon: int, staleness: int, args_dict: dict[str, Any]
         "staleness": staleness, "config": {k: v for k, v in asdict(cfg).items() if k != "loss_config"},
         "summary": summarize_curves(success), "seconds": time.perf_counter() - start,
         "curves": [[round(float(x), 5) for x in row] for row in success],
-        "clip_frac": [round(x, 4) for x in out["clip_frac"]], "kl_mu_pi": [round(x, 5) for x in out["kl_mu_pi"]],
+        "clip_frac": [round(x, 4) for x in out["clip_frac"]],
+        "kl_mu_pi": [round(x, 5) for x in out["kl_mu_pi"]],
     }
 
 
@@ -143,7 +145,7 @@ def job_key(variant: str, horizon: int, staleness: int) -> str:
 
 def run_e2(args: argparse.Namespace, results: dict[str, Any], save) -> None:
     done = results.setdefault("e2", {})
-    jobs = [(v, h, k) for h in sorted(args.horizons, reverse=True) for k in args.staleness for v in args.variants
+    jobs = [(v, h, k) for k in args.staleness for h in args.horizons for v in args.variants
             if job_key(v, h, k) not in done]
     args_dict = {"seeds": args.seeds, "updates": args.updates, "lr": args.lr, "warmup": args.warmup}
     with Progress(console=console) as progress, ProcessPoolExecutor(max_workers=args.workers) as pool:
@@ -154,8 +156,10 @@ def run_e2(args: argparse.Namespace, results: dict[str, Any], save) -> None:
             done[job_key(*futures[future])] = result
             save()
             s = result["summary"]
-            progress.console.print(f"{job_key(*futures[future])}: final {s['final']:.3f} best {s['best']:.3f} "
-                                   f"auc {s['auc']:.3f} crash {s['crash_rate']:.2f} ({result['seconds']:.0f}s)")
+            progress.console.print(
+                f"{job_key(*futures[future])}: final {s['final']:.3f} best {s['best']:.3f} "
+                f"auc {s['auc']:.3f} crash {s['crash_rate']:.2f} ({result['seconds']:.0f}s)"
+            )
             progress.advance(task)
 
 
@@ -265,7 +269,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         write_table(e2_rows(results), args.out / "e2_table")
         plot_e2(results, args.out)
         save()
-        console.print(f"k=0 sanity (max |curve difference| between losses): {results['e2_k0_max_curve_diff']}")
+        console.print(f"k=0 sanity (max |curve difference| between losses): "
+                      f"{results['e2_k0_max_curve_diff']}")
     console.print(f"wrote {args.out}")
     return results
 

@@ -111,14 +111,14 @@ class StaleReplayConfig:
     horizon: int = 64
     staleness: int = 16
     seeds: int = 10
-    updates: int = 300
+    updates: int = 500
     vocab: int = 8
     hidden: int = 64
     position_features: int = 16
     group_size: int = 8
     lr: float = 0.02
     warmup: int = 20
-    init_accuracy: float = 0.9
+    init_accuracy: float = 0.95
     advantage_mode: str = "grpo"
     loss_config: dict[str, Any] = field(default_factory=dict)
 
@@ -177,7 +177,8 @@ def _sample(table: Tensor, starts: Tensor, gen: torch.Generator) -> tuple[Tensor
     prev = starts.expand(seeds, batch)
     tokens = torch.empty(seeds, batch, horizon, dtype=torch.long)
     for t in range(horizon):
-        prev = torch.searchsorted(cdf[seed_index, t, prev], u[:, :, t].contiguous()).squeeze(-1).clamp(max=vocab - 1)
+        prev = torch.searchsorted(cdf[seed_index, t, prev], u[:, :, t].contiguous()).squeeze(-1)
+        prev = prev.clamp(max=vocab - 1)  # guards a uniform draw above the float cdf's last entry
         tokens[:, :, t] = prev
     previous = torch.cat([starts.expand(seeds, batch).unsqueeze(-1), tokens[..., :-1]], dim=-1)
     return tokens, previous
@@ -197,7 +198,8 @@ def expected_success(table: Tensor, targets: Tensor) -> Tensor:
 
 
 @functools.lru_cache(maxsize=4)
-def _pretrained(task: tuple[int, int, int, int, int, float], base_seed: int) -> tuple[dict[str, Tensor], Tensor]:
+def _pretrained(task: tuple[int, int, int, int, int, float], base_seed: int) -> tuple[dict[str, Tensor],
+                                                                                     Tensor]:
     horizon, seeds, vocab, hidden, features, accuracy = task
     cfg = StaleReplayConfig(horizon=horizon, seeds=seeds, vocab=vocab, hidden=hidden,
                             position_features=features, init_accuracy=accuracy)

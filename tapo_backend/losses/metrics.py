@@ -42,9 +42,12 @@ def loss_metrics(*, m: Tensor, delta: Tensor, log_ratio: Tensor, sigma: Tensor, 
     for label, lo_edge, hi_edge in zip(position_bin_labels(), edges, edges[1:], strict=False):
         in_bin = m & (index >= lo_edge) if hi_edge is None else m & (index >= lo_edge) & (index < hi_edge)
         out[f"clip_frac/pos_{label}"] = (clipped & in_bin).sum() / in_bin.sum().clamp(min=1)
-    values = log_ratio[m].float()
-    levels = torch.tensor(QUANTILES, dtype=values.dtype)
-    q = torch.quantile(values, levels) if values.numel() else torch.zeros_like(levels)
+    values = log_ratio[m].float().sort().values  # nearest-rank quantiles: one sort, no interpolation
+    if values.numel():
+        ranks = torch.tensor([round(level * (values.numel() - 1)) for level in QUANTILES])
+        q = values[ranks]
+    else:
+        q = torch.zeros(len(QUANTILES))
     for level, value in zip(QUANTILES, torch.exp(q.clamp(-80, 80)), strict=True):
         out[f"ratio_q{int(level * 100):02d}"] = value
     if kl is not None:

@@ -118,7 +118,8 @@ def test_tool_tokens_anywhere_change_nothing(positions, seed, case):
     mask2 = insert_columns(mask, where, torch.zeros(lp.shape[0], len(where), dtype=torch.bool))
     loss, grad, metrics = loss_and_grad(name, lp2, old2, adv2, mask2, **config)
     torch.testing.assert_close(loss, base_loss)
-    keep = ~insert_columns(torch.zeros_like(mask), where, torch.ones(lp.shape[0], len(where), dtype=torch.bool))
+    inserted = torch.ones(lp.shape[0], len(where), dtype=torch.bool)
+    keep = ~insert_columns(torch.zeros_like(mask), where, inserted)
     torch.testing.assert_close(grad[keep].view_as(base_grad), base_grad)
     assert torch.all(grad[~keep] == 0)
     assert metrics["clip_frac"] == pytest.approx(base_metrics["clip_frac"])
@@ -189,7 +190,8 @@ def test_zero_gradient_in_clipped_regions():
         _, grad, metrics = loss_and_grad(name, old + log_r, old, adv, mask, clip_ratio_c=3.0)
         assert grad[:3].abs().max() == 0, name
         assert torch.all(grad[3:] != 0), name
-        assert metrics["clip_frac"] == pytest.approx(2 / 5) and metrics["dual_clip_frac"] == pytest.approx(1 / 5)
+        assert metrics["clip_frac"] == pytest.approx(2 / 5)
+        assert metrics["dual_clip_frac"] == pytest.approx(1 / 5)
     _, grad, _ = loss_and_grad("grpo", old + log_r, old, adv, mask)
     assert grad[2, 0] != 0  # without the dual clip a large ratio with A<0 keeps its gradient
 
