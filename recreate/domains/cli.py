@@ -112,4 +112,5 @@ def setup_command(
         typer.echo(f"domain {domain!r} needs no environment setup")
         return
     target = path or default_env_path(load_settings().home)
-    ensure_env(target, python=python, echo=console.print)
+    ready = ensure_env(target, python=python, echo=console.print)
+    console.print(f"DS-1000 environment ready: {ready}", soft_wrap=True)

@@ -185,6 +185,8 @@ def _failure_feedback(report: dict) -> str:
     ]
     if report.get("exception") == "KeyError" and report.get("message") == "'result'":
         lines.append("the solution never assigned the variable `result`")
+    if "URLError" in str(report.get("exception")) or "name resolution" in str(report.get("message")):
+        lines.append("the code tried to reach the network; evaluation sandboxes have none")
     if report.get("stage") == "test_string":
         lines.append("the code does not use the construct the problem requires (or uses a forbidden one)")
     if report.get("failing_line"):

@@ -117,7 +117,6 @@ def ensure_env(env: str | Path | None = None, python: str | None = None, echo=pr
         _run([*pip, *REQUIREMENTS], log, "installing the pinned libraries")
         _build_font_cache(env, log)
         (env / STAMP).write_text(_stamp_text(base))
-    echo(f"DS-1000 environment ready: {env}")
     return env
 
 

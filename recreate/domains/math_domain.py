@@ -28,6 +28,7 @@ from recreate.sandbox.base import Sandbox, SandboxSpec, Session
 PROBLEM_FIELDS = ("problem", "question", "prompt", "task")
 ANSWER_FIELDS = ("answer", "expected_answer", "final_answer")
 _INTEGER = re.compile(r"[+-]?(\d+(\.0+)?|\d{1,3}(,\d{3})+)")
+_FORMATTING = re.compile(r"\\(?:text|textbf|mathbf|mathrm|bf|boldsymbol)\s*\{([^{}]*)\}")
 # math-verify and its pure-Python dependencies, bound read-only into the sandbox from this environment
 CHECKER_DISTRIBUTIONS = ("math-verify", "latex2sympy2_extended", "sympy", "mpmath", "antlr4-python3-runtime")
 LIBRARY_MOUNT = "/recreate-mathlib"
@@ -55,7 +56,19 @@ def extract_answer(submission: str) -> str:
     text = boxed if boxed is not None else submission
     for _ in range(2):  # "$42$." and "$42.$" alike
         text = text.strip().rstrip(".").strip().strip("$")
-    return text.strip()
+    return unwrap_formatting(text.strip())
+
+
+def unwrap_formatting(text: str) -> str:
+    """`\\textbf{(211) }` -> `211`: bold/text wrappers, and parentheses around a lone integer (not an
+    interval like `(1, 2)`)."""
+    previous = None
+    while previous != text:
+        previous = text
+        text = _FORMATTING.sub(r"\1", text).strip()
+    if text.startswith("(") and text.endswith(")") and as_integer(text[1:-1]) is not None:
+        text = text[1:-1].strip()
+    return text
 
 
 def last_boxed(text: str) -> str | None:

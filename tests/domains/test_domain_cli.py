@@ -2,6 +2,7 @@
 
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,12 @@ def test_selftest_exits_1_when_a_wrong_solution_passes(bwrap, open_tmp):
 def test_setup_of_a_domain_without_environment():
     result = runner.invoke(app, ["domain", "setup", "math"])
     assert result.exit_code == 0 and "needs no environment" in result.output
+
+
+def test_setup_and_script_are_fast_no_ops_on_a_ready_environment(ds1000_env):
+    result = runner.invoke(app, ["domain", "setup", "ds1000", "--path", str(ds1000_env)])
+    assert result.exit_code == 0 and "ready" in result.output
+    script = subprocess.run(
+        [str(REPO / "scripts" / "ds1000_env.sh"), str(ds1000_env)], capture_output=True, text=True, timeout=60
+    )
+    assert script.returncode == 0 and script.stdout.strip().splitlines()[-1] == str(ds1000_env)

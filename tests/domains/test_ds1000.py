@@ -30,14 +30,14 @@ def test_function_body_detection():
 def test_normalize_unwraps_fences_and_markers():
     assert (
         normalize_solution("```python\nresult = a.sum()\n```\nexplanation", PLAIN_CONTEXT)
-        == "result = a.sum()\n"
+        == "result = a.sum()"
     )
     assert normalize_solution("<code>\nresult = 1\n</code>\nEND SOLUTION", PLAIN_CONTEXT) == "result = 1"
 
 
 def test_normalize_indents_an_unindented_function_body_only():
     assert normalize_solution("r = a.max()\nreturn r", BODY_CONTEXT) == "    r = a.max()\n    return r"
-    indented = "    r = a.max()\n    return r\n"
+    indented = "    r = a.max()\n    return r"
     assert normalize_solution(indented, BODY_CONTEXT) == indented
     assert normalize_solution("r = 1", PLAIN_CONTEXT) == "r = 1"
 

@@ -44,6 +44,9 @@ def small(tmp_path):
         ("$\\boxed{\\sqrt{2}}$", "\\sqrt{2}"),
         ("  $42$. ", "42"),
         ("\\fbox{7}", "7"),
+        ("$z=\\boxed{\\textbf{(211) }}$", "211"),
+        ("\\boxed{\\mathbf{127}}", "127"),
+        ("\\boxed{(1, 2)}", "(1, 2)"),
     ],
 )
 def test_extract_answer(text, expected):
@@ -145,3 +148,17 @@ def test_selftest_on_real_competitions_has_no_false_passes(shared_data, bwrap, n
     assert report.false_passes == []
     assert report.reference_failures == []
     assert len(report.checks) == {"aime24.jsonl": 30, "amc23.jsonl": 40}[name]
+
+
+@pytest.mark.shared_data
+def test_worked_solutions_are_judged_by_their_last_box(shared_data):
+    path = shared_data / "math" / "aime24.jsonl"
+    domain = get_domain("math", data=path)
+    solutions = {
+        f"aime24-{r['id'].split('-')[-1]}": r["reference_solution"] for r in map(json.loads, path.open())
+    }
+    boxed = [t for t in domain.tasks() if "\\boxed" in solutions[t.id]]
+    assert len(boxed) >= 25
+    for task in boxed:  # all integer answers: judged on the host, no sandbox needed
+        evaluation = domain.evaluate(task, solutions[task.id], BrokenSandbox())
+        assert evaluation.passed, (task.id, evaluation.feedback)
