@@ -15,6 +15,7 @@ import select
 import shutil
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from recreate.sandbox.base import Result, SandboxError, SandboxSpec
@@ -29,6 +30,9 @@ HOST_ROOT_ENTRIES = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "e
 _NOT_FROM_ROOTFS = {"proc", "dev", "sys", "tmp", "run"}
 _STATE = "/tmp/.recreate-shell"
 _STARTUP_TIMEOUT = 10.0
+# --die-with-parent (PR_SET_PDEATHSIG) fires when the *thread* that started bwrap exits, and callers
+# open sessions from short-lived worker threads; so bwrap is always started from this one thread.
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recreate-bwrap-spawner")
 
 
 class BwrapSession(HostSession):
@@ -45,7 +49,8 @@ class BwrapSession(HostSession):
     def _start(self) -> tuple[subprocess.Popen[bytes], int]:
         info_read, info_write = os.pipe()
         with open(self.root / "bwrap.log", "wb") as log:
-            keeper = subprocess.Popen(
+            keeper = _SPAWNER.submit(
+                subprocess.Popen,
                 limit_args(self.spec, extra_processes=3)
                 + bwrap_argv(self.spec, self.workspace, info_write)
                 + ["/bin/sh", "-c", "echo ready; read _"],
@@ -58,7 +63,7 @@ class BwrapSession(HostSession):
                 user=self.uid,
                 group=self.uid,
                 extra_groups=None if self.uid is None else [],
-            )
+            ).result()
         os.close(info_write)
         with os.fdopen(info_read, "rb") as info_pipe:
             info = _read_info(info_pipe)
@@ -120,7 +125,7 @@ def bwrap_argv(spec: SandboxSpec, workspace: Path, info_fd: int) -> list[str]:
         if not Path(host_path).exists():
             raise SandboxError(f"ro_binds: {host_path!r} does not exist on this host")
         argv += ["--ro-bind", host_path, sandbox_path]
-    argv += ["--chdir", spec.workdir, "--"]
+    argv += ["--remount-ro", "/", "--chdir", spec.workdir, "--"]
     return argv
 
 

@@ -41,13 +41,13 @@ stop() {
 all=""; pid=$(cat "$1") || exit 0
 stop "$pid"; kill -KILL $all 2>/dev/null
 """
-# Exit 0 when $1 (a path that may not exist yet) stays inside the workspace $2 once symlinks in its
-# existing part are resolved; the answer is the exit code, not output, so it survives a lost stream.
+# Exit 0 when $1 (a path that may not exist yet) stays inside the workspace $2 with no symlink on the
+# way: its existing part must resolve to itself. The answer is the exit code, which survives a lost stream.
 _RESOLVE = r"""
 p=$1
-[ -L "$p" ] && exit 1
-while [ ! -e "$p" ]; do p=$(dirname "$p"); done
-case "$(readlink -f "$p")" in "$2"|"$2"/*) exit 0;; esac
+while [ ! -e "$p" ] && [ ! -L "$p" ]; do p=$(dirname "$p"); done
+[ "$(readlink -f "$p")" = "$p" ] || exit 1
+case "$p" in "$2"|"$2"/*) exit 0;; esac
 exit 1
 """
 
@@ -125,7 +125,7 @@ class DockerSession:
             network_disabled=not spec.network,
         )
         self.id = created["Id"]
-        self.api.put_archive(self.id, "/", _tar_dirs(spec.workdir))
+        self._put_archive("/", _tar_dirs(spec.workdir))
         self._keeper_socket = self.api.attach_socket(self.id, params={"stdin": 1, "stream": 1})
         self.api.start(self.id)
 
@@ -165,7 +165,7 @@ class DockerSession:
             info = _tar_info("/".join(parts), tarfile.REGTYPE, mode)
             info.size = len(content)
             tar.addfile(info, io.BytesIO(content))
-        self.api.put_archive(self.id, self.workdir, buffer.getvalue())
+        self._put_archive(self.workdir, buffer.getvalue())
 
     def get(self, path: str) -> bytes:
         self._check_open()
@@ -221,6 +221,16 @@ class DockerSession:
         self.api.exec_start(exec_id)
         if self._exit_code(exec_id) != 0:
             raise SandboxError(f"{'/'.join(parts)!r} is a symlink or leads outside the workspace")
+
+    def _put_archive(self, path: str, archive: bytes) -> None:
+        """Podman's archive endpoint sometimes fails once under load ("broken pipe"); try twice."""
+        import docker.errors
+
+        try:
+            self.api.put_archive(self.id, path, archive)
+        except docker.errors.APIError:
+            time.sleep(0.2)
+            self.api.put_archive(self.id, path, archive)
 
     def _exit_code(self, exec_id: str) -> int | None:
         """The engine may record the exit code a moment after the stream ends (seen with Podman)."""

@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import tempfile
+import time
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import IO
@@ -95,24 +96,36 @@ class HostSession(ABC):
 
 
 def uid_processes(uid: int) -> list[int]:
-    """Processes whose real uid is `uid`."""
+    """Live (non-zombie) processes whose real uid is `uid`."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             with contextlib.suppress(OSError, ValueError, IndexError):
                 status = (entry / "status").read_text()
                 real_uid = status.split("\nUid:", 1)[1].split()[0]
-                if int(real_uid) == uid:
+                zombie = status.split("\nState:", 1)[1].split()[0] == "Z"
+                if int(real_uid) == uid and not zombie:
                     found.append(int(entry.name))
     return found
 
 
 def kill_uid(uid: int) -> None:
-    """Kill every process of a session uid (only ever a uid we handed to one session)."""
-    for _ in range(5):
-        pids = uid_processes(uid)
-        if not pids:
+    """Kill every process of a session uid (only ever a uid we handed to one session).
+
+    kill(-1) sent *as that uid* reaches exactly its processes, in one pass the kernel does not let a
+    fork bomb outrun. A forked child (no exec, so no process-limit check) does it.
+    """
+    for _ in range(50):
+        if not uid_processes(uid):
             return
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+        child = os.fork()
+        if child == 0:
+            try:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+                os.kill(-1, signal.SIGKILL)
+            finally:
+                os._exit(0)
+        os.waitpid(child, 0)
+        time.sleep(0.02)

@@ -186,7 +186,7 @@ def test_real_vllm_serves_a_merged_model(tmp_path: Path) -> None:
         port=port,
         python=os.environ["TAPO_VLLM_PYTHON"],
         served_model_name="tiny",
-        extra_args=["--max-model-len", "256", "--dtype", "float32"],
+        extra_args=["--max-model-len", "256", "--dtype", "float32", "--gpu-memory-utilization", "0.2"],
     )
     with VLLMServer(command, port=port, log_path=tmp_path / "vllm.log", startup_timeout_s=400) as server:
         assert server.models() == ["tiny"]

@@ -1,0 +1,228 @@
+"""Hostile input on every backend that is available: each is contained, gives a clear Result, and
+leaves nothing running. `local` is not isolation, so it is only held to what it promises."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from recreate.sandbox import SandboxError, get_sandbox
+from recreate.sandbox.host import HostSession, uid_processes
+from tests.sandbox.conftest import host_processes
+
+MB = 1024 * 1024
+
+
+def leftovers(session) -> list:
+    """What of the session still exists after close(): processes of its uid, or its container."""
+    if isinstance(session, HostSession):
+        return uid_processes(session.uid) if session.uid is not None else []
+    return session.api.containers(all=True, filters={"id": session.id})
+
+
+def wait_until_gone(needle: str, seconds: float = 10.0) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while (found := host_processes(needle)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return found
+
+
+def backend_of(session) -> str:
+    return session.backend
+
+
+@pytest.mark.slow
+def test_fork_bomb_is_contained(open_session) -> None:
+    session = open_session(max_processes=48)
+    if session.backend == "local" and session.uid is None:
+        pytest.skip("unprivileged, local's process limit counts all of this user's processes")
+    result = session.run("bomb() { bomb | bomb; }; bomb", timeout=4)
+    assert not result.ok
+    session.close()
+    assert leftovers(session) == []
+    with open_session() as fresh:
+        assert fresh.run("echo responsive", timeout=30).stdout == "responsive\n"
+
+
+def test_memory_bomb_fails_without_hurting_the_session(open_session) -> None:
+    session = open_session(memory_mb=128)
+    result = session.run("awk 'BEGIN { s = \"x\"; while (1) s = s s }'", timeout=60)
+    assert not result.ok and not result.timed_out
+    assert session.run("echo alive", timeout=30).stdout == "alive\n"
+
+
+def test_disk_fill_stops_at_the_file_size_limit(open_session) -> None:
+    session = open_session(max_file_mb=4)
+    for target in ("big", '"$TMPDIR/big"'):
+        result = session.run(f"dd if=/dev/zero of={target} bs=1M count=64", timeout=60)
+        assert not result.ok
+        size = session.run(f"wc -c < {target}", timeout=30).stdout.strip()
+        assert int(size) <= 4 * MB
+
+
+def test_endless_output_is_capped_and_timed_out(open_session) -> None:
+    session = open_session(output_limit=4096)
+    result = session.run("yes", timeout=2)
+    assert result.timed_out and result.exit_code is None and not result.ok
+    assert result.stdout_truncated and result.stdout_bytes > 100 * 4096
+    assert len(result.stdout.encode()) < 4096 + 200  # head + tail + the omission marker
+
+
+def test_long_output_keeps_head_and_tail_and_counts_everything(open_session) -> None:
+    session = open_session(output_limit=1000)
+    result = session.run("seq 1 20000; echo done >&2", timeout=60)
+    expected = "".join(f"{i}\n" for i in range(1, 20001))
+    assert result.ok and result.stdout_truncated and not result.stderr_truncated
+    assert result.stdout_bytes == len(expected)
+    assert result.stdout.startswith("1\n2\n3\n") and result.stdout.endswith("19999\n20000\n")
+    assert f"bytes omitted of {len(expected)}" in result.stdout
+    assert result.stderr == "done\n"
+
+
+def test_infinite_loop_times_out_and_its_whole_tree_dies(open_session) -> None:
+    session = open_session()
+    result = session.run("sleep 4711 & sleep 4712 & while :; do :; done", timeout=1)
+    assert result.timed_out and result.exit_code is None
+    assert wait_until_gone("sleep 471") == []
+    assert session.run("echo usable", timeout=30).stdout == "usable\n"
+
+
+def test_background_process_does_not_hold_run_and_dies_on_close(open_session) -> None:
+    session = open_session()
+    result = session.run("sleep 4721 & echo started", timeout=30)
+    assert result.ok and result.stdout == "started\n"
+    assert host_processes("sleep 4721")
+    session.close()
+    assert wait_until_gone("sleep 4721") == []
+    assert leftovers(session) == []
+
+
+def _host_address() -> str:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("192.0.2.1", 9))  # no packet is sent; this picks the outgoing interface
+        address = probe.getsockname()[0]
+    if address.startswith("127."):
+        pytest.skip("this host has no non-loopback address to aim at")
+    return address
+
+
+def test_network_egress_fails(open_isolated) -> None:
+    address = _host_address()
+    accepted: list[object] = []
+    with socket.socket() as server:
+        server.bind(("0.0.0.0", 0))
+        server.listen()
+        server.settimeout(0.2)
+        port = server.getsockname()[1]
+        stop = threading.Event()
+
+        def accept() -> None:
+            while not stop.is_set():
+                try:
+                    accepted.append(server.accept()[0])
+                except OSError:
+                    continue
+
+        listener = threading.Thread(target=accept)
+        listener.start()
+        try:
+            probe = (
+                f"if command -v nc >/dev/null; then nc -w 3 {address} {port} </dev/null; "
+                f"else python3 -c 'import socket; socket.create_connection((\"{address}\", {port}), 3)'; fi"
+            )
+            result = open_isolated().run(probe, timeout=30)
+            with socket.create_connection((address, port), 3):  # the server is reachable from the host
+                pass
+        finally:
+            stop.set()
+            listener.join()
+    assert not result.ok
+    assert len(accepted) == 1  # only the host's own connection arrived
+
+
+def test_host_secrets_are_out_of_reach(open_session, secret_env: str, tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the host-secret checks need root to plant a root-only file")
+    secret_file = tmp_path / "secret.txt"
+    secret_file.write_text("TOP-SECRET-VALUE")
+    secret_file.chmod(0o600)
+    session = open_session()
+    result = session.run(
+        f"cat {secret_file}; ls -a /root; cat /root/.bashrc /etc/shadow; env; "
+        "cat /proc/1/environ /proc/*/environ",
+        timeout=30,
+    )
+    output = result.stdout + result.stderr
+    assert "TOP-SECRET-VALUE" not in output and secret_env not in output
+    assert "OPENAI_API_KEY" not in output and "root:" not in result.stdout
+
+
+def test_writes_outside_the_workspace_fail(open_isolated, tmp_path: Path) -> None:
+    open_dir = tmp_path / "world-writable"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    session = open_isolated()
+    result = session.run(
+        f"for f in /usr/pwned /etc/pwned /pwned {open_dir}/pwned; do echo x > $f && echo WROTE $f; done",
+        timeout=30,
+    )
+    assert "WROTE" not in result.stdout
+    assert not (open_dir / "pwned").exists() and not Path("/etc/pwned").exists()
+    assert not Path("/usr/pwned").exists()
+
+
+def test_symlinks_cannot_carry_put_or_get_outside(open_session, tmp_path: Path) -> None:
+    secret_file = tmp_path / "host-secret.txt"
+    secret_file.write_text("HOST-ONLY")
+    target_dir = tmp_path / "target"
+    target_dir.mkdir()
+    target_dir.chmod(0o777)
+    session = open_session()
+    session.run(
+        f"ln -s /etc/passwd link; ln -s /etc dirlink; ln -s {secret_file} seclink; "
+        f"ln -s {target_dir} outdir; mkfifo fifo",
+        timeout=30,
+    )
+    for path in ("link", "dirlink/passwd", "seclink", "fifo"):
+        with pytest.raises(SandboxError):
+            session.get(path)
+    for path in ("link", "dirlink/pwned", "outdir/pwned", "seclink"):
+        with pytest.raises(SandboxError):
+            session.put(path, "pwned")
+    assert secret_file.read_text() == "HOST-ONLY" and list(target_dir.iterdir()) == []
+    assert "pwned" not in Path("/etc/passwd").read_text()
+
+
+_KILLED_PARENT = """
+import os, signal, sys
+from recreate.sandbox import get_sandbox, SandboxSpec
+backend, image = sys.argv[1], sys.argv[2]
+session = get_sandbox(backend, **({"image": image} if image else {})).open(SandboxSpec())
+session.run("sleep 4731 &", timeout=30)
+print("ready", flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_killing_the_parent_takes_the_sandbox_down(open_isolated, request: pytest.FixtureRequest) -> None:
+    backend = open_isolated().backend
+    image = request.getfixturevalue("busybox_image") if backend == "docker" else ""
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_PARENT, backend, image], capture_output=True, text=True, timeout=120
+    )
+    assert child.returncode == -9 and child.stdout == "ready\n", child.stderr
+    assert wait_until_gone("sleep 4731", seconds=20) == []
+    if backend == "docker":
+        from recreate.sandbox.docker import LABEL, reap_orphans
+
+        sandbox = get_sandbox("docker", image=image)
+        reap_orphans(sandbox.client())
+        remaining = sandbox.client().api.containers(all=True, filters={"label": LABEL})
+        assert [c for c in remaining if c["Image"] == image and "sleep 4731" in str(c)] == []
