@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recreate.domains.base import Evaluation, Task
-from recreate.sandbox.base import Result, Sandbox, SandboxSpec
+from recreate.domains.base import Evaluation, Split, Task
+from recreate.domains.splits import SplitPlan, check_unique_ids, select
+from recreate.sandbox.base import Result, Sandbox, SandboxSpec, Session
 
 MAX_SUBMISSION_BYTES = 256 * 1024  # a real answer or solution is far smaller; beyond this it is junk
 CHECKS_DIR = Path(__file__).parent / "checks"  # standalone scripts that run inside sandboxes
@@ -54,6 +56,25 @@ def jsonl_files(data: str | Path) -> list[Path]:
     if not path.exists():
         raise DomainDataError(f"{path}: no such file or folder")
     return [path]
+
+
+class TaskFileDomain:
+    """What the built-in domains share: tasks read from local JSONL files (`load` turns one file into
+    tasks), a seeded split plan, and task files put into the agent's workspace."""
+
+    name = "task-file"
+
+    def __init__(self, data: str | Path, load: Callable[[Path], list[Task]], plan: SplitPlan) -> None:
+        self.plan = plan
+        self._tasks = [task for path in jsonl_files(data) for task in load(path)]
+        check_unique_ids(self._tasks, str(data))
+
+    def tasks(self, split: Split = "all") -> list[Task]:
+        return select(self._tasks, split, self.plan)
+
+    def prepare(self, task: Task, session: Session) -> None:
+        for name, content in task.files.items():
+            session.put(name, content)
 
 
 def first_field(row: dict[str, Any], names: tuple[str, ...]) -> Any:

@@ -12,10 +12,11 @@ import re
 import textwrap
 from pathlib import Path
 
-from recreate.domains.base import Evaluation, Split, Task
+from recreate.config import load_settings
+from recreate.domains.base import Evaluation, Task
 from recreate.domains.common import (
     DomainDataError,
-    jsonl_files,
+    TaskFileDomain,
     read_jsonl,
     run_check,
     submission_problem,
@@ -23,8 +24,8 @@ from recreate.domains.common import (
     zero,
 )
 from recreate.domains.ds1000_env import MPL_CACHE, default_env_path, env_python, is_ready
-from recreate.domains.splits import SplitPlan, check_unique_ids, select
-from recreate.sandbox.base import Sandbox, SandboxSpec, Session
+from recreate.domains.splits import SplitPlan
+from recreate.sandbox.base import Sandbox, SandboxSpec
 
 REQUIRED_FIELDS = ("prompt", "reference_code", "metadata", "code_context")
 WORKDIR = "/workspace"
@@ -63,7 +64,7 @@ def normalize_solution(solution: str, code_context: str) -> str:
     return solution
 
 
-class DS1000Domain:
+class DS1000Domain(TaskFileDomain):
     name = "ds1000"
 
     def __init__(
@@ -78,21 +79,16 @@ class DS1000Domain:
         timeout: float = 120.0,
         memory_mb: int = 4096,
     ) -> None:
-        self.plan = SplitPlan(seed=seed, train=train, val=val)
         self.image = image
-        self.env = None if image and env is None else Path(env or default_env_path()).absolute()
+        if image and env is None:
+            self.env = None  # the image provides the libraries
+        else:
+            self.env = Path(env or default_env_path(load_settings().home)).absolute()
         self.timeout = timeout
         self.memory_mb = memory_mb
         self._contexts: dict[str, str] = {}  # hidden test code, kept out of Task so no agent sees it
-        self._tasks = [task for path in jsonl_files(data) for task in _load_file(path, self._contexts)]
-        check_unique_ids(self._tasks, str(data))
-
-    def tasks(self, split: Split = "all") -> list[Task]:
-        return select(self._tasks, split, self.plan)
-
-    def prepare(self, task: Task, session: Session) -> None:
-        for name, content in task.files.items():
-            session.put(name, content)
+        plan = SplitPlan(seed=seed, train=train, val=val)
+        super().__init__(data, lambda path: _load_file(path, self._contexts), plan)
 
     def evaluate(self, task: Task, submission: str | None, sandbox: Sandbox) -> Evaluation:
         problem = submission_problem(task, submission)
@@ -159,9 +155,11 @@ class DS1000Domain:
         return files
 
     def wrong_submissions(self, task: Task) -> list[str]:
-        """Solutions that must never pass: nothing at all, and a body that does nothing."""
-        body = "    pass" if inserts_into_function_body(self._contexts.get(task.id, "")) else "pass"
-        return ["", body]
+        """Solutions that must never pass: nothing at all, and for a function body one that does nothing
+        (an empty body fails to compile, which says little about the tests)."""
+        if inserts_into_function_body(self._contexts.get(task.id, "")):
+            return ["", "    pass"]
+        return [""]
 
     def describe(self) -> str:
         return (

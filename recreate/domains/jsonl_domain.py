@@ -26,9 +26,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from recreate.domains.base import Evaluation, Split, Task
+from recreate.domains.base import Evaluation, Task
 from recreate.domains.common import (
     DomainDataError,
+    TaskFileDomain,
     first_field,
     jsonl_files,
     read_jsonl,
@@ -36,8 +37,8 @@ from recreate.domains.common import (
     tail,
     zero,
 )
-from recreate.domains.splits import SplitPlan, check_unique_ids, select
-from recreate.sandbox.base import Sandbox, SandboxSpec, Session
+from recreate.domains.splits import SplitPlan
+from recreate.sandbox.base import Sandbox, SandboxSpec
 
 EXPECTED_FIELDS = ("expected", "expected_answer", "answer", "reference")
 EVALUATOR_MOUNT = "/evaluator"
@@ -93,7 +94,7 @@ def as_evaluation(value: Any) -> Evaluation:
     return zero(f"the evaluator returned {type(value).__name__}, not a score; return a dict with 'score'")
 
 
-class JsonlDomain:
+class JsonlDomain(TaskFileDomain):
     name = "jsonl"
 
     def __init__(
@@ -109,9 +110,8 @@ class JsonlDomain:
         image: str | None = None,
         timeout: float = 60.0,
     ) -> None:
-        self.plan = SplitPlan(seed=seed, train=train, val=val)
-        files = jsonl_files(data)
-        self.base = files[0].parent.absolute()
+        super().__init__(data, _load_file, SplitPlan(seed=seed, train=train, val=val))
+        self.base = jsonl_files(data)[0].parent.absolute()
         self.evaluator_dir = Path(evaluator_dir or self.base).absolute()
         self.image = image
         self.timeout = timeout
@@ -124,15 +124,6 @@ class JsonlDomain:
             self.function = load_callable(evaluator, self.base)
         elif isinstance(evaluator, str) and evaluator.strip():
             self.command = evaluator.strip()
-        self._tasks = [task for path in files for task in _load_file(path)]
-        check_unique_ids(self._tasks, str(data))
-
-    def tasks(self, split: Split = "all") -> list[Task]:
-        return select(self._tasks, split, self.plan)
-
-    def prepare(self, task: Task, session: Session) -> None:
-        for name, content in task.files.items():
-            session.put(name, content)
 
     def evaluate(self, task: Task, submission: str | None, sandbox: Sandbox) -> Evaluation:
         problem = submission_problem(task, submission)

@@ -12,18 +12,18 @@ import json
 import re
 from pathlib import Path
 
-from recreate.domains.base import Evaluation, Split, Task
+from recreate.domains.base import Evaluation, Task
 from recreate.domains.common import (
     DomainDataError,
+    TaskFileDomain,
     first_field,
-    jsonl_files,
     read_jsonl,
     run_check,
     submission_problem,
     zero,
 )
-from recreate.domains.splits import SplitPlan, check_unique_ids, select
-from recreate.sandbox.base import Sandbox, SandboxSpec, Session
+from recreate.domains.splits import SplitPlan
+from recreate.sandbox.base import Sandbox, SandboxSpec
 
 PROBLEM_FIELDS = ("problem", "question", "prompt", "task")
 ANSWER_FIELDS = ("answer", "expected_answer", "final_answer")
@@ -95,7 +95,7 @@ def as_integer(text: str) -> int | None:
     return int(text.replace(",", "").split(".")[0])
 
 
-class MathDomain:
+class MathDomain(TaskFileDomain):
     name = "math"
 
     def __init__(
@@ -109,21 +109,12 @@ class MathDomain:
         image: str | None = None,
         timeout: float = 60.0,
     ) -> None:
-        self.plan = SplitPlan(seed=seed, train=train, val=val)
+        super().__init__(data, _load_file, SplitPlan(seed=seed, train=train, val=val))
         # the sandbox's own Python; without an image, math-verify comes from this environment (binds)
         self.python = python or "python3"
         self.image = image
         self.library_binds = () if image else checker_library_binds()
         self.timeout = timeout
-        self._tasks = [task for path in jsonl_files(data) for task in _load_file(path)]
-        check_unique_ids(self._tasks, str(data))
-
-    def tasks(self, split: Split = "all") -> list[Task]:
-        return select(self._tasks, split, self.plan)
-
-    def prepare(self, task: Task, session: Session) -> None:
-        for name, content in task.files.items():
-            session.put(name, content)
 
     def evaluate(self, task: Task, submission: str | None, sandbox: Sandbox) -> Evaluation:
         problem = submission_problem(task, submission)

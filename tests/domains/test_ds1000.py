@@ -114,7 +114,7 @@ def test_feedback_shows_expected_and_got(dev_domain, bwrap):
 
 @pytest.mark.bwrap
 @pytest.mark.shared_data
-def test_workspace_files_cannot_shadow_libraries_and_runaway_code_times_out(ds1000_env, bwrap, tmp_path):
+def test_shadowing_runaway_and_vanishing_solutions(ds1000_env, bwrap, tmp_path):
     data = Path(__file__).resolve().parents[3] / "shared" / "data" / "ds1000" / "ds1000_dev.jsonl"
     if not data.is_file():
         pytest.skip("../shared/data is absent")
@@ -126,3 +126,5 @@ def test_workspace_files_cannot_shadow_libraries_and_runaway_code_times_out(ds10
     assert evaluation.passed, evaluation.feedback
     slow = domain.evaluate(task, "while True:\n    pass", bwrap)
     assert slow.score == 0.0 and "timeout" in slow.feedback
+    vanished = domain.evaluate(task, "import os\nos._exit(0)", bwrap)
+    assert vanished.score == 0.0 and "without a verdict" in vanished.feedback
