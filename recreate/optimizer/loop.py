@@ -11,6 +11,7 @@ cached on disk, so a node re-run after a kill pays nothing twice.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import operator
@@ -63,6 +64,12 @@ class EvolveState(TypedDict, total=False):
     final: str
 
 
+def _isolated(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run a nested agent outside this graph's run context, so it does not inherit the evolve
+    checkpointer (its own steps are not ours to checkpoint; our caches make its result durable)."""
+    return contextvars.Context().run(fn, *args)
+
+
 def task_seed(base: int, *parts: object) -> int:
     digest = hashlib.sha256(json.dumps([base, *parts], default=str).encode()).hexdigest()
     return int(digest[:8], 16)
@@ -105,7 +112,7 @@ class EvolveLoop:
 
     def _run(self, scaffold: Scaffold, task: Task, seed: int) -> Trajectory:
         self._check_limits()
-        traj, cached = self.rollout(scaffold, task, seed)
+        traj, cached = _isolated(self.rollout, scaffold, task, seed)
         self.rollouts_paid += 0 if cached else 1
         return traj
 
@@ -252,7 +259,7 @@ class EvolveLoop:
         if path.exists():
             return Proposal.model_validate_json(path.read_text(encoding="utf-8"))
         self._check_limits()
-        proposal = make()
+        proposal = _isolated(make)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(proposal.model_dump_json(), encoding="utf-8")

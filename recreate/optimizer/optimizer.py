@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -103,7 +104,6 @@ class ReCreateOptimizer:
         ledger = UsageLedger(run_dir / "ledger.jsonl", budget=self.budget, prices=self.settings.prices)
         seed_scaffold = seed if isinstance(seed, Scaffold) else load_scaffold(seed, store=self.scaffolds)
         seed_ref = self.scaffolds.commit(seed_scaffold, message=f"seed of {run_id}", set_head=False).ref
-        agent = self._model(self.agent_model, "agent", ledger)
         loop = EvolveLoop(
             domain=domain,
             trainset=trainset,
@@ -111,7 +111,7 @@ class ReCreateOptimizer:
             seed_ref=seed_ref,
             scaffolds=self.scaffolds,
             experience=self.experience,
-            rollout=self._rollout_fn(domain, agent, ledger, run_id),
+            rollout=self._rollout_fn(domain, ledger, run_id),
             optimizer_model=self._model(self.optimizer_model, "optimizer", ledger),
             synthesis_model=self._model(self.optimizer_model, "synthesis", ledger),
             sandbox=self.sandbox,
@@ -141,28 +141,32 @@ class ReCreateOptimizer:
         )
         return graph, cfg, loop, ledger
 
-    def _rollout_fn(self, domain: Domain, agent: BaseChatModel, ledger: UsageLedger, run_id: str):
-        from recreate.evaluation import RolloutCache, run_task
+    def _rollout_fn(self, domain: Domain, ledger: UsageLedger, run_id: str):
+        """(scaffold, task, seed) -> (evaluated trajectory, came from the cache)."""
+        from recreate.evaluation import RolloutCache, Rollouts
 
         cache = RolloutCache(self.settings.home / "rollouts")
+        runners: dict[str, Rollouts] = {}
+        lock = threading.Lock()
 
         def rollout(scaffold: Scaffold, task: Task, seed: int) -> tuple[Trajectory, bool]:
-            hit = cache.get(scaffold, task.id, seed)
-            if hit is not None:
-                return hit, True
-            traj = run_task(
-                scaffold,
-                task,
-                domain,
-                model=agent,
-                sandbox=self.sandbox,
-                seed=seed,
-                ledger=ledger,
-                store=self.experience,
-                run_id=run_id,
-                cache=cache,
-            )
-            return traj, False
+            key = scaffold.content_hash()
+            with lock:
+                if key not in runners:
+                    runners[key] = Rollouts(
+                        scaffold,
+                        domain,
+                        model=self.agent_model,
+                        sandbox=self.sandbox,
+                        ledger=ledger,
+                        store=self.experience,
+                        run_id=run_id,
+                        cache=cache,
+                        trajectory_dir=self.settings.home / "runs" / run_id / "trajectories",
+                    )
+                runner = runners[key]
+            hit = runner.cached(task, seed)
+            return (hit, True) if hit is not None else (runner.run(task, seed), False)
 
         return rollout
 

@@ -16,16 +16,28 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.errors import GraphRecursionError
+from pydantic import BaseModel, Field
 
 from recreate.domains.base import Domain, Task
 from recreate.experience.schema import Trajectory
 from recreate.experience.tools import experience_tools
 from recreate.optimizer.prompts import GUIDANCE, REFLECT, ops_reference
 from recreate.optimizer.proposals import Proposal, ProposalBox, propose_tool
-from recreate.sandbox.base import SandboxSpec, Session
+from recreate.sandbox import SandboxSpec, Session
 from recreate.scaffold import Scaffold, Tool
 
 OUTPUT_CHARS = 4000
+
+
+class _RunArgs(BaseModel):
+    command: str = Field(description="a bash command")
+
+
+class _TestToolArgs(BaseModel):
+    name: str = Field(description="tool name: lowercase letters, digits, underscores")
+    language: str = Field("python", description="python | bash")
+    code: str = Field(description="the script; it reads one JSON object from argv[1] and prints its result")
+    args: dict[str, Any] = Field(default_factory=dict, description="the JSON arguments to run it with")
 
 
 @dataclass(frozen=True)
@@ -82,21 +94,39 @@ class TaskEnvironment:
 
     def run(self, command: str) -> str:
         """Run a shell command in the task's environment (a fresh sandbox with the task's files)."""
-        res = self.session().run(command, timeout=60)
+        try:
+            res = self.session().run(command, timeout=60)
+        except Exception as exc:  # a broken sandbox is reported to the meta-agent, not raised
+            return f"sandbox error: {type(exc).__name__}: {exc}"
         return _clip(
             f"exit={res.exit_code} timed_out={res.timed_out}\nstdout:\n{res.stdout}\nstderr:\n{res.stderr}"
         )
 
     def test_tool(self, name: str, language: str, code: str, args: dict[str, Any]) -> str:
-        """Write a tool into the sandbox and run it once with `args` (JSON object)."""
-        tool = Tool(name=name, description="candidate", language=language, code=code, smoke={"args": args})
-        self.session().put(tool.sandbox_path(), code)
+        """Write a tool into the sandbox and run it once with `args`."""
+        try:
+            tool = Tool(
+                name=name, description="candidate", language=language, code=code, smoke={"args": args}
+            )
+            self.session().put(tool.sandbox_path(), code)
+        except Exception as exc:
+            return f"cannot install the tool: {type(exc).__name__}: {exc}"
         return self.run(tool.command(args))
 
     def tools(self) -> list[BaseTool]:
         return [
-            StructuredTool.from_function(self.run, name="run_in_environment"),
-            StructuredTool.from_function(self.test_tool, name="test_tool"),
+            StructuredTool.from_function(
+                self.run,
+                name="run_in_environment",
+                args_schema=_RunArgs,
+                description="Run a shell command in a fresh sandbox holding the task's files.",
+            ),
+            StructuredTool.from_function(
+                self.test_tool,
+                name="test_tool",
+                args_schema=_TestToolArgs,
+                description="Write a candidate tool into the task's sandbox and run it once with `args`.",
+            ),
         ]
 
     def close(self) -> None:

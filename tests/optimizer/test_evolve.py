@@ -1,0 +1,97 @@
+"""End-to-end evolve runs: scripted LLM choices through the real OpenAI client against the local server,
+real bubblewrap sandboxes, the real experience store (Chroma) and scaffold store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from recreate.domains import get_domain
+from recreate.experience.store import ExperienceStore
+from recreate.optimizer import EvolveConfig, EvolveError, ReCreateOptimizer
+from recreate.optimizer.report import write_report
+from recreate.scaffold import ScaffoldStore
+from tests.optimizer.script import EVALUATOR, WORDS, responder
+
+REPO = Path(__file__).resolve().parents[2]
+SEED = REPO / "scaffolds" / "minimal"
+
+
+@pytest.fixture
+def domain():
+    return get_domain("jsonl", data=WORDS / "tasks.jsonl", evaluator=EVALUATOR)
+
+
+def optimizer(home: Path, url: str, **config) -> ReCreateOptimizer:
+    model = f"scripted@{url}"
+    return ReCreateOptimizer(
+        optimizer_model=model,
+        agent_model=model,
+        sandbox="bwrap",
+        max_concurrency=4,
+        home=home,
+        experience=ExperienceStore(home / "experience", embedding="hash"),
+        config=EvolveConfig(**{"rounds": 2, "batch_size": 3} | config),
+        budget=config.pop("budget", None),
+    )
+
+
+def test_evolve_accepts_a_fix_and_rejects_a_regression(recreate_home, openai_server, domain):
+    openai_server.responder = responder
+    opt = optimizer(recreate_home, openai_server.url)
+    result = opt.optimize(
+        seed=SEED, domain=domain, trainset=domain.tasks("train"), valset=domain.tasks("val")
+    )
+
+    assert result.finished
+    assert [h["accepted"] for h in result.history] == [True, True, False]
+    means = [sum(h["val"].values()) / len(h["val"]) for h in result.history]
+    assert means == [0.0, 1.0, 0.0]
+    assert "rejected" in result.history[2]["reason"]
+    store = ScaffoldStore(recreate_home / "scaffolds")
+    final = store.load(result.final)
+    assert [r.id for r in final.rules] == ["lower"] and [t.name for t in final.tools] == ["lowercase"]
+    assert store.head("minimal").ref == result.final  # the rejected candidate was rolled back
+    lineage = store.resolve(result.final)
+    assert lineage.parent == result.history[0]["ref"] and {op["op"] for op in lineage.ops} == {
+        "add_rule",
+        "add_tool",
+    }
+    assert {"agent", "optimizer", "synthesis"} <= set(result.usage)
+    catalog = opt.experience.list()
+    assert len(catalog) == 3 * 3 + 3 * 2  # val runs of three versions + train runs of two rounds
+    report = write_report(result, result.run_dir / "report")
+    assert "lowercase" in report.read_text() and (result.run_dir / "report" / "scores.png").stat().st_size > 0
+
+
+def test_valset_must_be_held_out(recreate_home, openai_server, domain):
+    opt = optimizer(recreate_home, openai_server.url)
+    train = domain.tasks("train")
+    with pytest.raises(EvolveError, match="also training tasks"):
+        opt.optimize(seed=SEED, domain=domain, trainset=train, valset=train[:2])
+    with pytest.raises(EvolveError, match="validation set is required"):
+        opt.optimize(seed=SEED, domain=domain, trainset=train, valset=[])
+
+
+def test_budget_stop_is_resumable_and_pays_nothing_twice(recreate_home, openai_server, domain):
+    openai_server.responder = responder
+    sets = {"trainset": domain.tasks("train"), "valset": domain.tasks("val")}
+    first = optimizer(recreate_home, openai_server.url, max_rollouts=5)
+    stopped = first.optimize(seed=SEED, domain=domain, **sets)
+    assert stopped.stopped and "rollouts" in stopped.stopped and not stopped.finished
+    resumed = optimizer(recreate_home, openai_server.url).optimize(
+        seed=SEED, domain=domain, run_id=stopped.run_id, **sets
+    )
+    assert resumed.finished and [h["accepted"] for h in resumed.history] == [True, True, False]
+    interrupted_calls = len(openai_server.requests)
+
+    openai_server.requests.clear()
+    fresh = recreate_home.parent / "fresh"
+    full = optimizer(fresh, openai_server.url).optimize(seed=SEED, domain=domain, **sets)
+    assert (
+        ScaffoldStore(fresh / "scaffolds").load(full.final).content_hash()
+        == ScaffoldStore(recreate_home / "scaffolds").load(resumed.final).content_hash()
+    )
+    assert interrupted_calls == len(openai_server.requests)  # not one LLM call paid twice
+    assert len(first.experience.list()) == len(ExperienceStore(fresh / "experience", embedding="hash").list())
