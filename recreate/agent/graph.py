@@ -1,14 +1,15 @@
 """The domain agent: a small LangGraph loop built from a Scaffold.
 
-    start ──► model ──► act ──► model ... ──► finish
+    start ──► step ──► step ... ──► finish
 
 `start` renders the system and instance prompts and gets a sandbox session (the one the caller passes in
-the run context, or a fresh one the agent owns); `model` checks the limits and calls the model once (one
-step); `act` runs the reply's action in the session and feeds the observation (or a format error) back;
-`finish` closes what the agent opened and writes the final trajectory. The trajectory is also written
-after every step, and in a `finally` path when a node is interrupted, so a crash never loses the steps
-so far. The graph is compiled without a checkpointer unless one is given, so it drops into a parent
-graph as a node and the parent's checkpointer applies.
+the run context, or a fresh one the agent owns); each `step` checks the limits, calls the model once and
+runs the reply's action in the session, feeding the observation (or a format error) back; `finish`
+closes what the agent opened and writes the trajectory. Each step is also appended to a step log, and
+an interrupted node writes the trajectory before re-raising, so a crash never loses the steps so far.
+One node per step rather than separate model and tool nodes halves the graph's overhead per step.
+The graph is compiled without a checkpointer unless one is given, so it drops into a parent graph as a
+node and the parent's checkpointer applies.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, To
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
+from langgraph.types import Command
 
 from recreate.agent.actions import parse_reply, runtime_instructions
 from recreate.agent.recorder import TrajectoryRecorder, model_info, step_record
@@ -71,21 +73,27 @@ class AgentContext:
     session: Session | None = None
 
 
-def _node(method: Callable[[DomainAgent, AgentState], dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+def _node(method: Callable[[DomainAgent, AgentState], dict[str, Any]]) -> Callable[..., Command]:
     """An exception in a node ends the run with exit_status "error" (through `finish`, which writes the
     trajectory); a teardown (KeyboardInterrupt, cancellation) writes it as "interrupted" and re-raises."""
 
     @functools.wraps(method)
-    def node(self: DomainAgent, state: AgentState) -> dict[str, Any]:
+    def node(self: DomainAgent, state: AgentState) -> Command:
         try:
-            return method(self, state)
+            return _next(method(self, state))
         except Exception as exc:
-            return _failure(state, exc)
+            return _next(_failure(state, exc))
         except BaseException as exc:
             self.save_interrupted(dict(state), exc)
             raise
 
     return node
+
+
+def _next(update: dict[str, Any]) -> Command:
+    """Route by the update itself (a Command), which spares the graph a full state read per step."""
+    status = update.get("exit_status", "running")
+    return Command(update=update, goto="step" if status == "running" else "finish")
 
 
 def _failure(state: dict[str, Any], exc: Exception) -> dict[str, Any]:
@@ -143,25 +151,15 @@ class DomainAgent:
         self, *, name: str | None = None, checkpointer: Any = None, store: Any = None
     ) -> CompiledStateGraph:
         graph = StateGraph(AgentState, context_schema=AgentContext)
-        graph.add_node("start", self.start)
-        graph.add_node("model", self.call_model)
-        graph.add_node("act", self.act)
+        graph.add_node("start", self.start, destinations=("step", "finish"))
+        graph.add_node("step", self.step, destinations=("step", "finish"))
         graph.add_node("finish", self.finish)
         graph.add_edge(START, "start")
-        graph.add_conditional_edges("start", self._route, ["model", "finish"])
-        graph.add_conditional_edges(
-            "model", lambda s: "act" if s.get("exit_status") == "running" else "finish", ["act", "finish"]
-        )
-        graph.add_conditional_edges("act", self._route, ["model", "finish"])
         graph.add_edge("finish", END)
         return graph.compile(name=name or self.scaffold.name, checkpointer=checkpointer, store=store)
 
-    @staticmethod
-    def _route(state: AgentState) -> str:
-        return "model" if state.get("exit_status") == "running" else "finish"
-
     # -- nodes ---------------------------------------------------------------------------------
-    def start(self, state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+    def start(self, state: AgentState, runtime: Runtime[AgentContext]) -> Command:
         task = state.get("task") or _last_human_text(state.get("messages", []))
         fresh = not state.get("steps") and state.get("exit_status") in (None, "running")
         tid = state.get("trajectory_id") if fresh and state.get("trajectory_id") else new_id("t-")
@@ -176,11 +174,23 @@ class DomainAgent:
             self._attach(tid, runtime.context.session if runtime.context else None)
             instance = render_instance(self.scaffold, task, task_id=state.get("task_id") or "")
             update["messages"] = [SystemMessage(self.system_text, id=f"{tid}:system"), HumanMessage(instance)]
+            self.recorder.begin(state | update, update["messages"])
         except Exception as exc:
             update.update(_failure(state | update, exc))
-        return update
+        return _next(update)
 
     @_node
+    def step(self, state: AgentState) -> dict[str, Any]:
+        """One step: a model call (after the limit checks), then the action of its reply."""
+        update = self.call_model(state)
+        if update.get("exit_status", "running") != "running":
+            return update
+        try:
+            acted = self.act({**state, **update, "messages": [*state["messages"], *update["messages"]]})
+        except Exception as exc:  # keep the reply and its step record; end the run
+            return {**update, **_failure(state, exc)}
+        return {**update, **acted, "messages": [*update["messages"], *acted["messages"]]}
+
     def call_model(self, state: AgentState) -> dict[str, Any]:
         if state["steps"] >= self.limits.max_steps:
             return {
@@ -192,19 +202,19 @@ class DomainAgent:
             return {"exit_status": "max_cost", "error": reason}
         started = utcnow()
         kwargs = {"seed": state["seed"]} if self.pass_seed and state.get("seed") is not None else {}
+        messages = _run_messages(state)
         try:
-            reply = self.llm.invoke(_run_messages(state), **kwargs)
+            reply = self.llm.invoke(messages, **kwargs)
         except BudgetExceeded as exc:
             return {"exit_status": "max_cost", "error": str(exc)}
-        step = step_record(state["steps"], reply, len(_run_messages(state)), started, self.model_name)
-        return self._saved(state, {
+        step = step_record(state["steps"], reply, len(messages), started, self.model_name)
+        return {
             "messages": [reply],
             "steps": state["steps"] + 1,
             "cost_usd": state["cost_usd"] + (step.usage.cost_usd or 0.0),
             "records": [*state["records"], step.model_dump(mode="json")],
-        })  # fmt: skip
+        }
 
-    @_node
     def act(self, state: AgentState) -> dict[str, Any]:
         reply = state["messages"][-1]
         parsed = parse_reply(reply, self.action_format)  # type: ignore[arg-type]
@@ -235,7 +245,8 @@ class DomainAgent:
             records=[*state["records"][:-1], step],
             format_errors=state["format_errors"] + len(errors),
         )
-        return self._saved(state, update)
+        self.recorder.log_step(state["trajectory_id"], [reply, *out], step)
+        return update
 
     def finish(self, state: AgentState) -> dict[str, Any]:
         status = state.get("exit_status")
@@ -247,12 +258,6 @@ class DomainAgent:
     def trajectory(self, state: dict[str, Any]) -> Trajectory:
         """The final Trajectory of a run, from the graph's output state."""
         return self.recorder.build(state, _run_messages(state), final=True)
-
-    def _saved(self, state: AgentState, update: dict[str, Any]) -> dict[str, Any]:
-        """Write the trajectory as it stands after this step (atomic), then hand the update to the graph."""
-        merged = {**state, **update, "messages": [*state["messages"], *update.get("messages", [])]}
-        self.recorder.save(self.recorder.build(merged, _run_messages(merged)))
-        return update
 
     def save_interrupted(self, state: dict[str, Any], exc: BaseException) -> None:
         final = {**state, "exit_status": "interrupted", "error": type(exc).__name__}

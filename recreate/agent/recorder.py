@@ -8,6 +8,7 @@ action taken and what the sandbox observed. The whole document is redacted befor
 from __future__ import annotations
 
 import functools
+import json
 import subprocess
 import time
 from pathlib import Path
@@ -31,6 +32,7 @@ from recreate.experience.schema import (
 from recreate.models import endpoint_host, price_call
 from recreate.redact import redact
 
+STEP_LOG_SUFFIX = ".steps.jsonl"
 SAMPLING_FIELDS = (
     "temperature", "top_p", "top_k", "max_tokens", "max_completion_tokens", "seed", "presence_penalty",
     "frequency_penalty", "logprobs", "top_logprobs", "n", "stop", "reasoning_effort",
@@ -139,7 +141,12 @@ def totals_of(steps: list[Step], format_errors: int, duration_s: float) -> Total
 
 
 class TrajectoryRecorder:
-    """Builds the Trajectory of one run from the agent's state and writes it atomically."""
+    """Writes one run's Trajectory: a step log while it runs, the whole document when it ends.
+
+    While a run goes on, `<id>.steps.jsonl` gets one appended line per step (its new messages and
+    step record): O(1) per step and no rename, so a kill -9 loses at most the step in flight and
+    `recover_trajectory` turns the log back into a Trajectory. When the run ends (or a node is torn
+    down) `<id>.json` is written atomically and the log removed."""
 
     def __init__(
         self,
@@ -156,9 +163,12 @@ class TrajectoryRecorder:
     def path_for(self, trajectory_id: str) -> Path | None:
         return self.directory / f"{trajectory_id}.json" if self.directory else None
 
+    def log_path(self, trajectory_id: str) -> Path | None:
+        return self.directory / f"{trajectory_id}{STEP_LOG_SUFFIX}" if self.directory else None
+
     def build(self, state: dict[str, Any], messages: list[BaseMessage], *, final: bool = False) -> Trajectory:
+        """The run's Trajectory from the agent's state (redacted)."""
         steps = [Step.model_validate(s) for s in state.get("records") or []]
-        started = state.get("started_at") or utcnow()
         sampling = dict(self.model.sampling)
         if state.get("seed") is not None:
             sampling["seed"] = state["seed"]
@@ -181,13 +191,66 @@ class TrajectoryRecorder:
             ),
             sandbox=self.sandbox,
             seed=state.get("seed"),
-            started_at=started,
+            started_at=state.get("started_at") or utcnow(),
             finished_at=utcnow() if final else None,
             code_version=code_version(),
             metadata=dict(state.get("metadata") or {}),
         )
         return Trajectory.model_validate_json(redact(traj.to_json()))
 
+    def begin(self, state: dict[str, Any], messages: list[BaseMessage]) -> None:
+        """Start the step log: the run's header and its first messages."""
+        path = self.log_path(state["trajectory_id"])
+        if path is None:
+            return
+        header = self.build(state, messages).model_dump(mode="json", exclude={"steps", "outcome", "totals"})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"header": header}) + "\n", encoding="utf-8")
+
+    def log_step(self, trajectory_id: str, messages: list[BaseMessage], step: dict[str, Any]) -> None:
+        path = self.log_path(trajectory_id)
+        if path is None:
+            return
+        line = json.dumps({"messages": openai_messages(messages), "step": step}, ensure_ascii=False)
+        with path.open("a", encoding="utf-8") as log:
+            log.write(redact(line) + "\n")
+
     def save(self, trajectory: Trajectory) -> Path | None:
         path = self.path_for(trajectory.trajectory_id)
-        return trajectory.save(path) if path else None
+        if path is None:
+            return None
+        trajectory.save(path)
+        self.log_path(trajectory.trajectory_id).unlink(missing_ok=True)  # type: ignore[union-attr]
+        return path
+
+
+def recover_trajectory(log: str | Path) -> Trajectory:
+    """The Trajectory of a run whose process died, from its step log (a torn last line is skipped)."""
+    header: dict[str, Any] | None = None
+    messages: list[dict[str, Any]] = []
+    steps: list[Step] = []
+    for line in Path(log).read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            break
+        if "header" in entry:
+            header = entry["header"]
+            messages = list(header.pop("messages", []))
+            continue
+        messages.extend(entry["messages"])
+        steps.append(Step.model_validate(entry["step"]))
+    if header is None:
+        raise ValueError(f"{log}: not a step log (no header line)")
+    reason = "the process died mid-run; recovered from the step log"
+    return Trajectory.model_validate(
+        header
+        | {
+            "messages": messages,
+            "steps": [s.model_dump(mode="json") for s in steps],
+            "outcome": {"exit_status": "interrupted", "error": reason},
+            "totals": totals_of(
+                steps, sum("format_error" in (s.action or {}) for s in steps), 0.0
+            ).model_dump(),
+        }
+    )

@@ -160,7 +160,10 @@ class ToolBox:
             raise ActionError(f"unknown tool {name!r}; available: {', '.join(self._validators)}")
         if not isinstance(args, dict):
             raise ActionError(f"arguments of {name!r} must be a JSON object, got {type(args).__name__}")
-        error = jsonschema.exceptions.best_match(self._validators[name].iter_errors(args))
+        validator = self._validators[name]
+        if validator.is_valid(args):
+            return
+        error = jsonschema.exceptions.best_match(validator.iter_errors(args))
         if error is not None:
             raise ActionError(f"bad arguments for {name!r}: {error.message}")
 
