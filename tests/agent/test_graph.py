@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 from langchain_openai import ChatOpenAI
@@ -10,10 +14,11 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, MessagesState, StateGraph
 
 from recreate import create_domain_agent
+from recreate.agent import recover_trajectory
 from recreate.experience.schema import load_trajectory
 from recreate.models import Budget, UsageLedger
 from recreate.testing import Reply, text, tool_call
-from tests.agent.conftest import MINIMAL, ScriptedChat, call
+from tests.agent.conftest import MINIMAL, REPO, ScriptedChat, call
 
 pytestmark = pytest.mark.bwrap
 
@@ -204,3 +209,35 @@ def _with_limits(**limits):
 
     base = load_scaffold(MINIMAL)
     return base.model_copy(update={"limits": base.limits.model_copy(update=limits)})
+
+
+KILLED_RUN = """
+import os, signal, sys
+from langchain_core.messages import AIMessage
+from recreate import create_domain_agent
+from recreate.agent import recover_trajectory
+from tests.agent.conftest import MINIMAL, REPO, ScriptedChat, call
+
+class Kill(ScriptedChat):
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        if len(messages) >= 6:  # the third model call: die as kill -9 would kill it
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+model = Kill(messages=iter([call("bash", command="echo one"), call("bash", command="echo two")]))
+agent = create_domain_agent(MINIMAL, model=model, sandbox="bwrap", trajectory_dir=sys.argv[1])
+agent.invoke({"task": "count", "trajectory_id": "t-killed", "task_id": "count"})
+"""
+
+
+def test_a_run_killed_with_sigkill_is_recoverable_from_its_step_log(bwrap, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RECREATE_HOME": str(tmp_path / "home")}
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_RUN, str(tmp_path)], env=env, capture_output=True, timeout=120
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr.decode()
+    assert not (tmp_path / "t-killed.json").exists()  # no finally ran
+    traj = recover_trajectory(tmp_path / "t-killed.steps.jsonl")
+    assert traj.task_id == "count" and traj.outcome.exit_status == "interrupted"
+    assert [s.observation.stdout for s in traj.steps] == ["one\n", "two\n"]
+    assert [m["role"] for m in traj.messages] == ["system", "user", "assistant", "tool", "assistant", "tool"]
