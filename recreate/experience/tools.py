@@ -22,7 +22,7 @@ _FILTERS_HELP = f"exact-match filters; keys: {', '.join(FILTER_KEYS)} (outcome i
 
 
 class ListArgs(BaseModel):
-    filters: dict[str, str] = Field(default_factory=dict, description=_FILTERS_HELP)
+    filters: dict[str, str | int] = Field(default_factory=dict, description=_FILTERS_HELP)
     limit: int = Field(50, ge=1, le=500, description="show at most this many (newest)")
 
 
@@ -37,7 +37,7 @@ class ReadArgs(BaseModel):
 
 class SearchArgs(BaseModel):
     query: str = Field(description="what to look for, in words (semantic search)")
-    filters: dict[str, str] = Field(
+    filters: dict[str, str | int] = Field(
         default_factory=dict, description=_FILTERS_HELP + "; for steps also error_type"
     )
     k: int = Field(5, ge=1, le=50)

@@ -1,4 +1,5 @@
-"""`recreate experience ...` end to end, as a user runs it (real subprocesses, RECREATE_HOME)."""
+"""`recreate experience ...` as a user runs it: in-process for most commands, real subprocesses for the
+entry point's exit codes and one-line errors."""
 
 from __future__ import annotations
 
@@ -10,11 +11,21 @@ import sys
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
+
+from recreate.experience.cli import app
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def experience(*args: str) -> subprocess.CompletedProcess:
+@pytest.fixture
+def run(recreate_home: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("RECREATE_EMBEDDING", "hash")
+    runner = CliRunner()
+    return lambda *args: runner.invoke(app, list(args))
+
+
+def entry_point(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "RECREATE_EMBEDDING": "hash", "COLUMNS": "200"}
     return subprocess.run(
         [sys.executable, "-m", "recreate", "experience", *args],
@@ -25,40 +36,41 @@ def experience(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.slow
-def test_import_ls_search_show_verify_reindex_export(recreate_home: Path, tmp_path: Path) -> None:
-    res = experience("import", str(FIXTURES / "acme__widgets-42.traj.json"))
-    assert res.returncode == 0, res.stderr
-    assert "1 added" in res.stdout
-    res = experience("import", str(FIXTURES / "chats.jsonl"))
-    assert res.returncode == 1  # some lines were bad: reported, the good ones stored
-    assert "chats.jsonl:3: not valid JSON" in res.stderr and "3 added" in res.stdout
-    again = experience("import", str(FIXTURES / "acme__widgets-42.traj.json"))
-    assert "1 duplicate(s) skipped" in again.stdout and again.returncode == 0
+def test_import_ls_search_show_export(run, tmp_path: Path) -> None:
+    res = run("import", str(FIXTURES / "acme__widgets-42.traj.json"))
+    assert res.exit_code == 0, res.output
+    assert "1 added" in res.output
+    res = run("import", str(FIXTURES / "chats.jsonl"))
+    assert res.exit_code == 1  # some lines were bad: reported, the good ones stored
+    assert "chats.jsonl:3: not valid JSON" in res.output and "3 added" in res.output
+    again = run("import", str(FIXTURES / "acme__widgets-42.traj.json"))
+    assert "1 duplicate(s) skipped" in again.output and again.exit_code == 0
 
-    listing = experience("ls", "--domain", "swe")
-    (line,) = listing.stdout.splitlines()
+    (line,) = [x for x in run("ls", "--domain", "swe").output.splitlines() if "task=" in x]
     trajectory_id = line.split()[0]
     assert "task=acme__widgets-42" in line
 
-    hits = experience("search", "pytest size tests failed", "-k", "3", "--task", "acme__widgets-42").stdout
+    hits = run("search", "pytest size tests failed", "-k", "3", "--task", "acme__widgets-42").output
     first = hits.splitlines()[0]
     assert first.startswith(trajectory_id) and "task=acme__widgets-42" in first and "step=" in first
 
-    shown = experience("show", trajectory_id, "--view", "index", "--budget", "300").stdout
+    shown = run("show", trajectory_id, "--view", "index", "--budget", "300").output
     assert "widgets/size.py" in shown and "pytest" in shown and len(shown) <= 300 * 4 + 1
-    missing = experience("show", "t-nope")
-    assert missing.returncode == 2 and missing.stderr.startswith("error: no trajectory 't-nope'")
-
-    assert experience("verify").returncode == 0
-    with sqlite3.connect(recreate_home / "experience" / "catalog.sqlite") as db:
-        db.execute("DELETE FROM trajectories WHERE id = ?", (trajectory_id,))
-    drift = experience("verify")
-    assert drift.returncode == 1 and "uncataloged files: 1" in drift.stdout
-    assert experience("reindex").returncode == 0
-    assert experience("verify").returncode == 0
 
     out = tmp_path / "export.jsonl"
-    assert experience("export", str(out), "--domain", "math").returncode == 0
+    assert run("export", str(out), "--domain", "math").exit_code == 0
     (record,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert record["task_id"] == "mult-17-23" and record["schema_version"] == 1
+
+
+@pytest.mark.slow
+def test_entry_point_verify_exit_codes_and_reindex(run, recreate_home: Path) -> None:
+    assert run("import", str(FIXTURES / "langsmith_runs.json")).exit_code == 0
+    missing = entry_point("show", "t-nope")
+    assert missing.returncode == 2 and missing.stderr.startswith("error: no trajectory 't-nope'")
+    with sqlite3.connect(recreate_home / "experience" / "catalog.sqlite") as db:
+        db.execute("DELETE FROM trajectories WHERE task_id = 'primes-5'")
+    drift = entry_point("verify")
+    assert drift.returncode == 1 and "uncataloged files: 1" in drift.stdout
+    assert run("reindex").exit_code == 0
+    assert entry_point("verify").returncode == 0
