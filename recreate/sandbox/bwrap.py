@@ -118,12 +118,12 @@ def bwrap_argv(spec: SandboxSpec, workspace: Path, info_fd: int) -> list[str]:
         argv.append("--share-net")
     argv += root_binds(Path(spec.image) if spec.image else None, spec.workdir)
     argv += ["--dev", "/dev", "--proc", "/proc"]
-    # /tmp first: a tmpfs mounted later would hide binds placed under /tmp.
+    # /tmp first: a tmpfs mounted later would hide binds placed under /tmp. Bind targets must lie outside
+    # the read-only host directories (their mount points cannot be created there), e.g. /env, /data.
     argv += ["--size", str(spec.max_file_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/tmp"]
     argv += ["--bind", str(workspace), spec.workdir]
     for host_path, sandbox_path in spec.ro_binds:
-        if not Path(host_path).exists():
-            raise SandboxError(f"ro_binds: {host_path!r} does not exist on this host")
+        check_visible(Path(host_path), "ro_binds")
         argv += ["--ro-bind", host_path, sandbox_path]
     argv += ["--remount-ro", "/", "--chdir", spec.workdir, "--"]
     return argv
@@ -132,8 +132,10 @@ def bwrap_argv(spec: SandboxSpec, workspace: Path, info_fd: int) -> list[str]:
 def root_binds(rootfs: Path | None, workdir: str) -> list[str]:
     """Read-only binds of a rootfs' top-level entries onto bwrap's fresh root (a tmpfs), so mount
     points such as the workspace can still be created. Without a rootfs: an allow-list of the host's."""
-    if rootfs is not None and not (rootfs / "bin" / "sh").exists():
-        raise SandboxError(f"rootfs {str(rootfs)!r} has no /bin/sh")
+    if rootfs is not None:
+        check_visible(rootfs, "rootfs")
+        if not (rootfs / "bin" / "sh").exists():
+            raise SandboxError(f"rootfs {str(rootfs)!r} has no /bin/sh")
     base = rootfs or Path("/")
     skip = _NOT_FROM_ROOTFS | {workdir.strip("/").split("/")[0]}
     names = sorted(p.name for p in base.iterdir()) if rootfs else HOST_ROOT_ENTRIES
@@ -147,6 +149,22 @@ def root_binds(rootfs: Path | None, workdir: str) -> list[str]:
         elif entry.is_dir():
             argv += ["--ro-bind", str(entry), f"/{name}"]
     return argv
+
+
+def check_visible(path: Path, what: str) -> None:
+    """bwrap runs as an unprivileged uid when we are root: what it binds must be reachable by others."""
+    if not path.exists():
+        raise SandboxError(f"{what}: {str(path)!r} does not exist on this host")
+    if os.geteuid() != 0:
+        return
+    resolved = path.resolve()
+    for directory in [*reversed(resolved.parents), resolved]:
+        needed = 0o005 if directory == resolved else 0o001
+        if directory.is_dir() and directory.stat().st_mode & needed != needed:
+            raise SandboxError(
+                f"{what}: {str(path)!r} is not reachable by the sandbox's unprivileged user "
+                f"({str(directory)!r} lacks o+{'rx' if needed == 0o005 else 'x'}); use a world-readable place"
+            )
 
 
 def _read_info(pipe) -> dict | None:  # noqa: ANN001 - a binary file object
