@@ -1,0 +1,128 @@
+"""`recreate evolve` as a user runs it: a real subprocess, killed with SIGKILL and resumed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from recreate.domains import get_domain
+from recreate.experience.store import ExperienceStore
+from recreate.scaffold import ScaffoldStore
+from recreate.testing import ScriptedOpenAIServer
+from tests.optimizer.script import EVALUATOR, WORDS, responder
+from tests.optimizer.test_evolve import SEED, optimizer
+
+
+def evolve_args(home: Path, url: str | None, *extra: str) -> list[str]:
+    args = [
+        sys.executable,
+        "-m",
+        "recreate",
+        "evolve",
+        "--seed",
+        str(SEED),
+        "--domain",
+        "jsonl",
+        "--data",
+        str(WORDS / "tasks.jsonl"),
+        "--evaluator",
+        EVALUATOR,
+        "--rounds",
+        "2",
+        "--batch-size",
+        "3",
+        "--concurrency",
+        "4",
+        "--home",
+        str(home),
+        *extra,
+    ]
+    return args + (["--model", f"scripted@{url}"] if url else [])
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "RECREATE_MODEL")
+    }
+    return env | {"RECREATE_EMBEDDING": "hash", "COLUMNS": "200"} | extra
+
+
+def test_no_endpoint_is_one_line_naming_the_ways(recreate_home):
+    res = subprocess.run(
+        evolve_args(recreate_home, None), capture_output=True, text=True, env=clean_env(), timeout=120
+    )
+    assert res.returncode == 2
+    assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+    for way in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "--model"):
+        assert way in res.stderr
+
+
+def test_dry_run_previews_cost_without_calling(recreate_home, openai_server):
+    args = evolve_args(recreate_home, None, "--dry-run", "--model", "openai:gpt-4.1-mini")
+    res = subprocess.run(args, capture_output=True, text=True, env=clean_env(), timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "evolve plan: 2 rounds × 3 tasks" in res.stdout and "$" in res.stdout
+    assert not openai_server.requests
+
+
+@pytest.mark.slow
+def test_kill9_at_several_points_then_resume_reaches_the_same_scaffold(recreate_home):
+    domain = get_domain("jsonl", data=WORDS / "tasks.jsonl", evaluator=EVALUATOR)
+    with ScriptedOpenAIServer(responder) as clean:
+        reference = optimizer(recreate_home / "ref", clean.url).optimize(
+            seed=SEED, domain=domain, trainset=domain.tasks("train"), valset=domain.tasks("val")
+        )
+    expected = ScaffoldStore(recreate_home / "ref" / "scaffolds").load(reference.final).content_hash()
+
+    home = recreate_home / "killed"
+    state = {"proc": None, "kill_at": None}
+    lock = threading.Lock()
+
+    def killing_responder(body):
+        with lock:
+            state["seen"] = state.get("seen", 0) + 1
+            if state["kill_at"] is not None and state["seen"] >= state["kill_at"]:
+                state["kill_at"] = None
+                state["proc"].send_signal(signal.SIGKILL)
+        return responder(body)
+
+    with ScriptedOpenAIServer(killing_responder) as srv:
+        for attempt, kill_after in enumerate([6, 14, 14, None]):
+            extra = ["--run-id", "killed"] if attempt == 0 else ["--resume", "killed"]
+            with lock:
+                state["seen"], state["kill_at"] = 0, kill_after
+                state["proc"] = subprocess.Popen(
+                    evolve_args(home, srv.url, *extra),
+                    env=clean_env(),
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            out, err = state["proc"].communicate(timeout=300)
+            if kill_after is not None:
+                assert state["proc"].returncode == -signal.SIGKILL, (out, err)
+        assert state["proc"].returncode == 0, err
+    final = ScaffoldStore(home / "scaffolds").head("minimal")
+    assert final.hash == expected
+    assert "final: minimal@v2" in out
+    # no finished rollout was paid twice: one stored trajectory per (scaffold, task, seed)
+    store = ExperienceStore(home / "experience", embedding="hash")
+    keys = [(e.scaffold_hash, e.task_id, store.get(e.id).seed) for e in store.list()]
+    assert len(keys) == len(set(keys)) == len(reference.history) * 3 + 2 * 3
+
+
+def test_endpoint_faults_are_retried_to_the_same_result(recreate_home):
+    domain = get_domain("jsonl", data=WORDS / "tasks.jsonl", evaluator=EVALUATOR)
+    sets = {"trainset": domain.tasks("train"), "valset": domain.tasks("val")}
+    with ScriptedOpenAIServer(responder, fault_rate=0.2, fault_seed=7) as faulty:
+        result = optimizer(recreate_home, faulty.url).optimize(seed=SEED, domain=domain, **sets)
+        assert faulty.faults_served > 5
+    assert result.finished and [h["accepted"] for h in result.history] == [True, True, False]
