@@ -1,0 +1,163 @@
+"""Sandbox overheads: trivial-command round trip (p50/p95) per backend, open+close cost, and the
+Docker-API exec against `docker exec` (or `podman exec`) via a CLI subprocess on the same container.
+
+    .venv/bin/python benchmarks/sandbox.py [--runs 100]
+
+Uses DOCKER_HOST when set, else starts Podman's API service for the run (needs busybox-static for
+the offline image). Baselines run side by side: a plain host `sh -c true`, and a fresh bwrap per
+command (what the per-session bwrap + nsenter design avoids).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from recreate.sandbox import SandboxSpec, get_sandbox
+from recreate.sandbox.bwrap import bwrap_argv
+
+REPO = Path(__file__).resolve().parents[1]
+SERVICE = REPO / "scripts" / "podman_service.sh"
+
+
+def timings_ms(action: Callable[[], object], runs: int, warmup: int = 3) -> list[float]:
+    for _ in range(warmup):
+        action()
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        action()
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+def p50_p95(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def checked(run: Callable[[], object]) -> Callable[[], object]:
+    def action() -> object:
+        result = run()
+        if getattr(result, "exit_code", 0) != 0 and getattr(result, "returncode", 0) != 0:
+            raise RuntimeError(f"benchmark command failed: {result}")
+        return result
+
+    return action
+
+
+def session_rows(backend: str, runs: int, options: dict[str, str]) -> list[tuple[str, list[float]]]:
+    sandbox = get_sandbox(backend, **options)
+    rows = []
+    for persistent in (False, True):
+        with sandbox.open(SandboxSpec(persistent=persistent)) as session:
+            label = f"{backend}: run('true'){' persistent' if persistent else ''}"
+            rows.append((label, timings_ms(checked(lambda s=session: s.run("true", timeout=60)), runs)))
+    open_runs = max(5, runs // 10)
+    rows.append(
+        (f"{backend}: open + close", timings_ms(lambda: sandbox.open(SandboxSpec()).close(), open_runs, 1))
+    )
+    return rows
+
+
+def fresh_bwrap_per_command(runs: int) -> list[float]:
+    with tempfile.TemporaryDirectory() as workspace:
+        argv = [a for a in bwrap_argv(SandboxSpec(), Path(workspace), 0) if a not in ("--info-fd", "0")]
+        return timings_ms(checked(lambda: subprocess.run([*argv, "/bin/sh", "-c", "true"])), runs)
+
+
+def docker_rows(runs: int, image: str) -> list[tuple[str, list[float]]]:
+    """Our API exec against each CLI present, on one container: `docker exec` (through DOCKER_HOST,
+    the same API) and `podman exec` (local podman, same storage when the service runs as root)."""
+    sandbox = get_sandbox("docker", image=image)
+    clis = {name: path for name in ("docker", "podman") if (path := shutil.which(name))}
+    with sandbox.open(SandboxSpec()) as session:
+        rows = [
+            ("docker: API exec (our session.run)", timings_ms(checked(lambda: session.run("true")), runs))
+        ]
+        for name, path in clis.items():
+            command = [path, "exec", "-u", "65534:65534", session.id, "/bin/sh", "-c", "true"]
+            action = checked(lambda c=command: subprocess.run(c, capture_output=True))
+            rows.append((f"docker: `{name} exec` CLI", timings_ms(action, runs)))
+    return rows
+
+
+def ensure_docker(stack: list[Callable[[], None]]) -> str | None:
+    """An image tag to benchmark with, starting Podman's API service when DOCKER_HOST is unset."""
+    try:
+        import docker
+
+        from recreate.sandbox.images import ensure_busybox_image
+    except ImportError:
+        return None
+    if not os.environ.get("DOCKER_HOST"):
+        if shutil.which("podman") is None:
+            return None
+        service_dir = tempfile.mkdtemp()
+        url = subprocess.run([str(SERVICE), "start", service_dir], capture_output=True, text=True, check=True)
+        os.environ["DOCKER_HOST"] = url.stdout.strip()
+        stack.append(lambda: subprocess.run([str(SERVICE), "stop", service_dir], check=False))
+    return ensure_busybox_image(docker.from_env())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--runs", type=int, default=100, help="samples per round-trip figure (docker: a third)"
+    )
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")  # the local backend's no-isolation warning
+    console = Console()
+    rows: list[tuple[str, list[float]]] = []
+    cleanup: list[Callable[[], None]] = []
+    try:
+        with console.status("host baseline"):
+            rows.append(
+                (
+                    "host: subprocess sh -c true",
+                    timings_ms(checked(lambda: subprocess.run(["/bin/sh", "-c", "true"])), args.runs),
+                )
+            )
+        with console.status("local"):
+            rows += session_rows("local", args.runs, {})
+        if get_sandbox("bwrap").available()[0]:
+            with console.status("bwrap"):
+                rows += session_rows("bwrap", args.runs, {})
+                rows.append(("bwrap: fresh bwrap per command (baseline)", fresh_bwrap_per_command(args.runs)))
+        with console.status("docker"):
+            image = ensure_docker(cleanup)
+            if image:
+                rows += session_rows("docker", max(10, args.runs // 3), {"image": image})
+                rows += docker_rows(max(10, args.runs // 3), image)
+    finally:
+        for stop in cleanup:
+            stop()
+    table = Table("measurement", "n", "p50 ms", "p95 ms", title="sandbox overheads")
+    figures = {}
+    for label, samples in rows:
+        p50, p95 = p50_p95(samples)
+        figures[label] = p50
+        table.add_row(label, str(len(samples)), f"{p50:.1f}", f"{p95:.1f}")
+    console.print(table)
+    bwrap = figures.get("bwrap: run('true')")
+    if bwrap is not None:
+        console.print(f"bwrap p50 per command: {bwrap:.1f} ms (target <= 10 ms)")
+    api = figures.get("docker: API exec (our session.run)")
+    for label, cli in figures.items():
+        if api and label.endswith("exec` CLI"):
+            console.print(f"docker API exec / {label.split('`')[1]} = {api / cli:.2f} (target <= 0.5)")
+
+
+if __name__ == "__main__":
+    main()
