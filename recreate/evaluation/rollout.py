@@ -31,10 +31,24 @@ from recreate.experience.schema import Evaluation, Trajectory, load_trajectory, 
 from recreate.models import UsageLedger
 from recreate.redact import redact
 from recreate.sandbox.base import Sandbox, SandboxSpec
+from recreate.sandbox.shell import DEFAULT_PATH
 from recreate.scaffold import Scaffold, load_scaffold
 
 log = logging.getLogger(__name__)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def agent_sandbox_spec(domain: Domain) -> SandboxSpec:
+    """The sandbox the agent works in. A domain may define `agent_spec()`; a DS-1000 agent gets the
+    pinned library environment (read-only, first on PATH) to run its solution the way it is judged."""
+    spec = getattr(domain, "agent_spec", None)
+    if callable(spec):
+        return spec()
+    env = getattr(domain, "env", None) if domain.name == "ds1000" else None
+    if env is not None and Path(env).is_dir():
+        variables = {"PATH": f"{env}/bin:{DEFAULT_PATH}", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
+        return SandboxSpec(ro_binds=((str(env), str(env)),), env=variables, memory_mb=4096)
+    return SandboxSpec()
 
 
 class RolloutCache:
@@ -95,12 +109,11 @@ class Rollouts:
         self.store = store
         self.run_id = run_id
         self.cache = RolloutCache() if cache is True else (cache or None)
-        spec = getattr(domain, "agent_spec", None)  # a domain may give its agents a richer sandbox
         self.agent = build_domain_agent(
             self.scaffold,
             model=model,
             sandbox=sandbox,
-            sandbox_spec=spec() if callable(spec) else SandboxSpec(),
+            sandbox_spec=agent_sandbox_spec(domain),
             ledger=ledger,
             trajectory_dir=trajectory_dir,
             domain=domain.name,

@@ -36,12 +36,12 @@ def test_minimal_agent_solves_a_scripted_task_and_records_a_complete_trajectory(
         tool_call(
             "bash", {"command": "printf 'print(6*7)' > calc.py && python3 calc.py; echo key=$OPENAI_API_KEY"}
         ),
-        tool_call("submit", {"answer": "42"}),
+        tool_call("submit", {"answer": f"42 (not {secret_env})"}),  # a secret in the model's own output
     )
     agent = _agent(openai_server, bwrap, tmp_path, logprobs=True, temperature=0.2)
     out = agent.invoke({"task": "Compute 6*7 with python.", "task_id": "six-seven", "seed": 5})
 
-    assert out["exit_status"] == "submitted" and out["submission"] == "42" and out["steps"] == 2
+    assert out["exit_status"] == "submitted" and out["submission"].startswith("42") and out["steps"] == 2
     tool_reply = out["messages"][3]
     assert "42" in tool_reply.content and secret_env not in tool_reply.content  # no secret in the sandbox
     assert openai_server.headers[0]["authorization"] == f"Bearer {secret_env}"  # the real client sent it
@@ -64,8 +64,8 @@ def test_minimal_agent_solves_a_scripted_task_and_records_a_complete_trajectory(
     assert first.usage.prompt_tokens > 0 and first.usage.completion_tokens > 0
     assert first.token_ids and len(first.token_ids) == len(first.logprobs) == first.usage.completion_tokens
     assert first.message_index == 2 and traj.messages[2]["tool_calls"][0]["function"]["name"] == "bash"
-    assert last.action == {"tool": "submit", "args": {"answer": "42"}}
-    assert traj.outcome.exit_status == "submitted" and traj.outcome.submission == "42"
+    assert last.action == {"tool": "submit", "args": {"answer": "42 (not ***)"}}
+    assert traj.outcome.exit_status == "submitted" and traj.outcome.submission == "42 (not ***)"
     assert traj.totals.steps == 2 and traj.totals.format_errors == 0 and traj.finished_at
     assert traj.sandbox.backend == "bwrap" and traj.code_version
 
