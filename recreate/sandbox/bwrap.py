@@ -14,7 +14,6 @@ import os
 import select
 import shutil
 import subprocess
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -65,8 +64,10 @@ class BwrapSession(HostSession):
                 extra_groups=None if self.uid is None else [],
             ).result()
         os.close(info_write)
-        with os.fdopen(info_read, "rb") as info_pipe:
-            info = _read_info(info_pipe)
+        try:
+            info = _read_info(info_read)
+        finally:
+            os.close(info_read)
         # bwrap reports the child pid before it finishes setting up the namespaces (the uid switch
         # happens in a second user namespace); the keeper's first line says setup is complete.
         ready = info is not None and _wait_ready(keeper)
@@ -167,12 +168,11 @@ def check_visible(path: Path, what: str) -> None:
             )
 
 
-def _read_info(pipe) -> dict | None:  # noqa: ANN001 - a binary file object
-    """bwrap writes a JSON object (child pid, namespaces) once the sandbox is set up; EOF means failure."""
+def _read_info(fd: int) -> dict | None:
+    """bwrap writes a JSON object (child pid, namespaces) on its info fd; EOF or silence means failure."""
     data = b""
-    deadline = time.monotonic() + _STARTUP_TIMEOUT
-    while time.monotonic() < deadline:
-        chunk = pipe.read1(4096)
+    while select.select([fd], [], [], _STARTUP_TIMEOUT)[0]:
+        chunk = os.read(fd, 4096)
         if not chunk:
             return None
         data += chunk

@@ -30,7 +30,7 @@ LABEL = "recreate.sandbox"
 OWNER_LABEL = "recreate.owner"
 INSIDE_ID = 65534
 _STATE = "/tmp/.recreate-shell"
-_PIDS = "/tmp/.recreate-pids"
+_PID_FILE = "/tmp/.recreate-pid-"  # + a per-command token
 _MB = 1024 * 1024
 # Freeze a process and its descendants top-down (nothing forks away), then kill them all.
 _KILL_TREE = r"""
@@ -136,15 +136,18 @@ class DockerSession:
         full_env = sandbox_env(self.workdir, self.spec.env, env)
         inner = shell_argv(cmd, _STATE if self.spec.persistent else None, env)
         limits = f"ulimit -t {self.spec.cpu_seconds} -f {self.spec.max_file_mb * 2048} 2>/dev/null"
-        wrapper = f'mkdir -p {_PIDS}; echo $$ >{_PIDS}/{token}; {limits}; exec "$@"'
-        exec_id = self.api.exec_create(
-            self.id,
-            ["/bin/sh", "-c", wrapper, "sh", *inner],
-            environment=full_env,
-            workdir=self.workdir,
-            user=f"{INSIDE_ID}:{INSIDE_ID}",
-        )["Id"]
-        stream = self.api.exec_start(exec_id, socket=True)
+        wrapper = f'echo $$ >{_PID_FILE}{token}; {limits}; exec "$@"'
+        try:
+            exec_id = self.api.exec_create(
+                self.id,
+                ["/bin/sh", "-c", wrapper, "sh", *inner],
+                environment=full_env,
+                workdir=self.workdir,
+                user=f"{INSIDE_ID}:{INSIDE_ID}",
+            )["Id"]
+            stream = self.api.exec_start(exec_id, socket=True)
+        except Exception as exc:  # API errors (docker.errors) or a lost connection (requests)
+            raise SandboxError(f"the container of this session is not usable any more: {exc}") from exc
         out, err = CappedOutput(self.spec.output_limit), CappedOutput(self.spec.output_limit)
         timed_out = not _read_frames(_raw_socket(stream), {1: out, 2: err}, started + timeout)
         stream.close()
@@ -242,7 +245,7 @@ class DockerSession:
         return None
 
     def _kill_command(self, token: str) -> None:
-        argv = ["/bin/sh", "-c", _KILL_TREE, "sh", f"{_PIDS}/{token}"]
+        argv = ["/bin/sh", "-c", _KILL_TREE, "sh", f"{_PID_FILE}{token}"]
         exec_id = self.api.exec_create(self.id, argv, user=f"{INSIDE_ID}:{INSIDE_ID}")["Id"]
         self.api.exec_start(exec_id)
 

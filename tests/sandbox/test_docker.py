@@ -67,3 +67,11 @@ def test_unreachable_engine_is_reported(tmp_path) -> None:
     sandbox = get_sandbox("docker", base_url=f"unix://{tmp_path}/absent.sock")
     ok, detail = sandbox.available()
     assert not ok and "podman_service.sh" in detail
+
+
+def test_a_vanished_container_is_a_clear_error(sandbox) -> None:
+    session = sandbox.open(SandboxSpec())
+    session.api.remove_container(session.id, force=True)
+    with pytest.raises(SandboxError, match="not usable any more"):
+        session.run("true", timeout=30)
+    session.close()
