@@ -145,3 +145,7 @@ def main() -> None:
             raise
         typer.echo(f"error: {' '.join((str(exc).strip() or type(exc).__name__).split())}", err=True)
         sys.exit(2)
+
+
+if __name__ == "__main__":  # `accelerate launch -m tapo_backend.cli train ...` for several processes
+    main()

@@ -75,12 +75,28 @@ def load_model(model: str, config: TrainConfig) -> torch.nn.Module:
 
 
 def token_logprobs(
-    model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor
+    model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int = 0
 ) -> torch.Tensor:
-    """[B, T-1]: log p(input_ids[:, t+1] | input_ids[:, :t+1]) in float32."""
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
-    targets = input_ids[:, 1:].unsqueeze(-1)
-    return logits.gather(-1, targets).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    """[B, T-1] float32: log p(input_ids[:, t+1] | input_ids[:, :t+1]), 0 before position `start`.
+
+    Logits are only made from `start` on (the shared prompt before the first model token needs none),
+    and the float32 log-softmax is taken one row at a time to bound the peak memory.
+    """
+    width = input_ids.shape[1]
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=width - start).logits
+    targets = input_ids[:, start + 1 :]
+    rows = []
+    for row_logits, row_targets in zip(logits[:, :-1], targets, strict=True):
+        row_logits = row_logits.float()
+        picked = row_logits.gather(-1, row_targets.unsqueeze(-1)).squeeze(-1)
+        rows.append(picked - torch.logsumexp(row_logits, dim=-1))
+    return torch.nn.functional.pad(torch.stack(rows), (start, 0))
+
+
+def first_model_position(mask: torch.Tensor) -> int:
+    """The first column of a [B, T-1] loss mask holding a model token in any row."""
+    columns = mask.any(dim=0).nonzero()
+    return int(columns[0]) if len(columns) else 0
 
 
 @torch.no_grad()
@@ -95,12 +111,13 @@ def fill_logprobs(
     """Set `example.<attr>` (position-aligned, like the logged ones) from the model as it is now."""
     was_training = model.training
     model.eval()
-    for start in range(0, len(examples), batch_size):
-        chunk = examples[start : start + batch_size]
+    for offset in range(0, len(examples), batch_size):
+        chunk = examples[offset : offset + batch_size]
         input_ids, attention_mask = pad_ids(chunk, pad_id)
+        start = min(e.mask.index(1) for e in chunk) - 1  # model tokens are scored from here on
         with accelerator.autocast():
             lps = token_logprobs(
-                model, input_ids.to(accelerator.device), attention_mask.to(accelerator.device)
+                model, input_ids.to(accelerator.device), attention_mask.to(accelerator.device), start
             )
         for example, row in zip(chunk, lps.cpu().tolist(), strict=True):
             setattr(example, attr, [0.0, *row[: len(example.input_ids) - 1]])
@@ -121,7 +138,7 @@ def accumulate_gradients(
 
     The loss normaliser is counted over the whole batch (all processes), so the summed micro-batch
     gradients equal one full-batch gradient. DDP/FSDP average gradients over processes, hence the
-    `num_processes` factor.
+    `num_processes` factor. Metrics come back summed over processes (loss) or normaliser-weighted.
     """
     loss_options = dict(config.loss)
     normalizer = sum(
@@ -129,6 +146,9 @@ def accumulate_gradients(
         for e in examples
     )
     mine = examples[accelerator.process_index :: accelerator.num_processes]
+    scale = float(accelerator.num_processes)
+    if not mine:  # every process must join the gradient all-reduce, even with nothing to add
+        mine, scale = examples[:1], 0.0
     chunks = [mine[i : i + config.micro_batch_size] for i in range(0, len(mine), config.micro_batch_size)]
     totals: dict[str, float] = {}
     for index, chunk in enumerate(chunks):
@@ -138,7 +158,8 @@ def accumulate_gradients(
             extra["behavior_logprobs"] = batch.behavior_logprobs
         last = index == len(chunks) - 1
         with nullcontext() if last else accelerator.no_sync(model), accelerator.autocast():
-            logprobs = token_logprobs(model, batch.input_ids, batch.attention_mask)
+            start = first_model_position(batch.mask)
+            logprobs = token_logprobs(model, batch.input_ids, batch.attention_mask, start)
             loss, metrics = compute_policy_loss(
                 config.algo,
                 logprobs,
@@ -149,13 +170,17 @@ def accumulate_gradients(
                 **extra,
                 **loss_options,
             )
-            accelerator.backward(loss * accelerator.num_processes)
+            accelerator.backward(loss * scale)
         metrics = {**metrics, "loss": loss.item()}
-        share = float(metrics.get("normalizer", 1.0)) / normalizer
+        share = float(metrics.get("normalizer", 1.0)) / normalizer * (scale > 0)
         for key, value in metrics.items():
             if key != "normalizer" and isinstance(value, int | float):
                 # loss is already normalised globally (it adds up); other metrics are local means
-                totals[key] = totals.get(key, 0.0) + (value if key == "loss" else value * share)
+                totals[key] = totals.get(key, 0.0) + (value * (scale > 0) if key == "loss" else value * share)
+    if accelerator.num_processes > 1:
+        keys = sorted(totals)
+        summed = accelerator.reduce(torch.tensor([totals[k] for k in keys], device=accelerator.device), "sum")
+        totals = dict(zip(keys, summed.tolist(), strict=True))
     return totals
 
 
@@ -291,6 +316,7 @@ def train(
                 step += 1
                 tokens = sum(len(e.input_ids) for e in batch)
                 record = {
+                    **metrics,  # the loss's own; the trainer's fields below win on a shared name
                     "step": step,
                     "epoch": epoch,
                     "lr": scheduler.get_last_lr()[0],
@@ -300,7 +326,6 @@ def train(
                     "model_tokens": sum(e.model_tokens for e in batch),
                     "tokens_per_s": tokens / (time.perf_counter() - started),
                     "reward_mean": sum(e.reward for e in batch) / len(batch),
-                    **metrics,
                 }
                 if accelerator.is_main_process and step % config.log_every == 0:
                     with metrics_path.open("a", encoding="utf-8") as metrics_file:
