@@ -161,6 +161,7 @@ class EvolveLoop:
         ]
 
     def work(self, item: dict[str, Any]) -> dict[str, Any]:
+        began = time.time()
         scaffold = self.scaffolds.load(item["current"])
         task = self.tasks[item["task_id"]]
         traj = self._run(scaffold, task, task_seed(self.config.seed, "train", item["round"], task.id))
@@ -184,6 +185,8 @@ class EvolveLoop:
             "task_id": task.id,
             "trajectory_id": traj.trajectory_id,
             "score": score,
+            "started": began,
+            "finished": time.time(),
         }
         return {"results": [result | {"proposal": proposal.model_dump(mode="json")}]}
 

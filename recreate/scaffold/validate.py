@@ -10,6 +10,8 @@ All problems are collected, then raised together.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -225,9 +227,25 @@ def sandbox_problems(
     timeout = min(scaffold.limits.command_timeout_s, bounds.smoke_timeout_s)
     problems = []
     for tool in scaffold.tools:
+        key = _smoke_key(box, spec, tool, timeout)
+        if key in _PASSED_SMOKE:
+            continue
         with box.open(spec or SandboxSpec()) as session:
-            problems.extend(_smoke_problems(session, tool, timeout))
+            found = _smoke_problems(session, tool, timeout)
+        if not found:
+            _PASSED_SMOKE.add(key)
+        problems.extend(found)
     return problems
+
+
+# Smoke tests that passed in this process, by (backend, spec, tool content, timeout): an evolve run
+# validates the same tools many times (proposal dry runs, synthesis, commit), and they do not change.
+_PASSED_SMOKE: set[str] = set()
+
+
+def _smoke_key(box: Sandbox, spec: SandboxSpec | None, tool: Tool, timeout: float) -> str:
+    ident = [getattr(box, "name", type(box).__name__), repr(spec), tool.model_dump(mode="json"), timeout]
+    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _smoke_problems(session: Session, tool: Tool, timeout: float) -> list[Problem]:

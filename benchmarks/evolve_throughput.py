@@ -1,0 +1,99 @@
+"""Evolve throughput: tasks/min of the rollout + reflection phase at concurrency 8 with a simulated
+500 ms LLM latency, against the ideal for that latency and concurrency.
+
+Each training task costs a fixed chain of LLM calls in the scripted episode (the agent's 2 calls, the
+ReCreate-Agent's 4), so with latency L and concurrency C the ideal phase time for N tasks is
+ceil(N / C) * 6 * L. Everything else is real: HTTP to a local OpenAI-compatible server, bubblewrap
+sandboxes for the agent and the evaluator, the experience store and the scaffold store.
+
+    .venv/bin/python benchmarks/evolve_throughput.py [--tasks 32] [--concurrency 8] [--latency 0.5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from recreate.domains import get_domain  # noqa: E402
+from recreate.experience.store import ExperienceStore  # noqa: E402
+from recreate.optimizer import EvolveConfig, ReCreateOptimizer  # noqa: E402
+from recreate.testing import ScriptedOpenAIServer  # noqa: E402
+from tests.optimizer.script import EVALUATOR, WORDS, responder  # noqa: E402
+
+CALLS_PER_TASK = 6  # agent: bash + submit; ReCreate-Agent: read, test_tool, propose, final message
+
+
+def make_domain(root: Path, n_train: int) -> tuple[object, list, list]:
+    rows = [
+        {"id": f"w{i:03d}", "task": f"Reply with the word: Word{i}", "expected": f"word{i}"}
+        for i in range(n_train + 8)
+    ]
+    (root / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (root / "evaluate.py").write_text((WORDS / "evaluate.py").read_text())
+    domain = get_domain("jsonl", data=root / "tasks.jsonl", evaluator=EVALUATOR)
+    tasks = domain.tasks("all")
+    return domain, tasks[:n_train], tasks[n_train:]
+
+
+def run_phase(n_tasks: int, concurrency: int, latency: float) -> tuple[float, list[float]]:
+    """(rollout+reflection phase wall time, per-task wall times) of one evolve round."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        domain, train, val = make_domain(root, n_tasks)
+        with ScriptedOpenAIServer(responder, latency_s=latency) as server:
+            opt = ReCreateOptimizer(
+                optimizer_model=f"scripted@{server.url}",
+                agent_model=f"scripted@{server.url}",
+                sandbox="bwrap",
+                max_concurrency=concurrency,
+                home=root / "home",
+                experience=ExperienceStore(root / "home" / "experience", embedding="hash"),
+                config=EvolveConfig(rounds=1, batch_size=n_tasks),
+            )
+            sets = {
+                "seed": REPO / "scaffolds" / "minimal",
+                "domain": domain,
+                "trainset": train,
+                "valset": val,
+            }
+            opt.optimize(run_id="bench", **sets)
+            graph, cfg, _, _ = opt.build(run_id="bench", **sets)
+            results = graph.get_state(cfg).values["results"]
+    phase = max(r["finished"] for r in results) - min(r["started"] for r in results)
+    return phase, sorted(r["finished"] - r["started"] for r in results)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tasks", type=int, default=32)
+    ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--latency", type=float, default=0.5)
+    args = ap.parse_args()
+    serial, serial_tasks = run_phase(max(4, args.tasks // args.concurrency), 1, args.latency)
+    phase, per_task = run_phase(args.tasks, args.concurrency, args.latency)
+    rate = 60 * args.tasks / phase
+    llm_ideal = 60 * args.concurrency / (CALLS_PER_TASK * args.latency)
+    scaling_ideal = 60 * args.concurrency * len(serial_tasks) / serial
+    print(f"tasks={args.tasks} concurrency={args.concurrency} latency={args.latency}s (bwrap sandboxes)")
+    print(
+        f"measured: {rate:.1f} tasks/min (phase {phase:.2f} s; per-task p50 {statistics.median(per_task):.2f} s)"
+    )
+    print(
+        f"ideal A, LLM latency only ({CALLS_PER_TASK} calls x {args.latency}s a task): {llm_ideal:.1f} tasks/min"
+        f" -> ratio {rate / llm_ideal:.3f}"
+    )
+    print(
+        f"ideal B, {args.concurrency} x the measured serial rate ({serial / len(serial_tasks):.2f} s/task at "
+        f"concurrency 1, sandboxes and evaluation included): {scaling_ideal:.1f} tasks/min"
+        f" -> ratio {rate / scaling_ideal:.3f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
