@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -82,7 +83,7 @@ def main() -> None:
     scaling_ideal = 60 * args.concurrency * len(serial_tasks) / serial
     print(f"tasks={args.tasks} concurrency={args.concurrency} latency={args.latency}s (bwrap sandboxes)")
     print(
-        f"measured: {rate:.1f} tasks/min (phase {phase:.2f} s; per-task p50 {statistics.median(per_task):.2f} s)"
+        f"measured: {rate:.1f} tasks/min (phase {phase:.2f} s; task p50 {statistics.median(per_task):.2f} s)"
     )
     print(
         f"ideal A, LLM latency only ({CALLS_PER_TASK} calls x {args.latency}s a task): {llm_ideal:.1f} tasks/min"
