@@ -86,7 +86,7 @@ def main() -> None:
         f"measured: {rate:.1f} tasks/min (phase {phase:.2f} s; task p50 {statistics.median(per_task):.2f} s)"
     )
     print(
-        f"ideal A, LLM latency only ({CALLS_PER_TASK} calls x {args.latency}s a task): {llm_ideal:.1f} tasks/min"
+        f"ideal A, LLM latency only ({CALLS_PER_TASK} x {args.latency}s a task): {llm_ideal:.1f} tasks/min"
         f" -> ratio {rate / llm_ideal:.3f}"
     )
     print(
