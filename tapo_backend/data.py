@@ -31,6 +31,10 @@ class DataError(ValueError):
     """Input the user can fix (missing path, no usable trajectories, a template that is not append-only)."""
 
 
+class TemplateError(DataError):
+    """The chat template rewrites earlier turns: no trajectory can be tokenised faithfully with it."""
+
+
 @dataclass
 class Skipped:
     source: str  # file path, or "path:line" for JSONL
@@ -176,6 +180,8 @@ def _logged_turns(traj: Trajectory) -> dict[int, tuple[list[int], list[float] | 
         indices = [s.message_index for s in steps]
     turns = {}
     for index, step in zip(indices, steps, strict=True):
+        if not 0 <= index < len(traj.messages) or traj.messages[index].get("role") != "assistant":
+            raise DataError(f"step {step.index}: message_index {index} is not an assistant message")
         if step.logprobs is not None and len(step.logprobs) != len(step.token_ids):
             raise DataError(
                 f"step {step.index}: {len(step.token_ids)} token ids but {len(step.logprobs)} logprobs"
@@ -184,8 +190,8 @@ def _logged_turns(traj: Trajectory) -> dict[int, tuple[list[int], list[float] | 
     return turns
 
 
-def _not_append_only(index: int, role: str) -> DataError:
-    return DataError(
+def _not_append_only(index: int, role: str) -> TemplateError:
+    return TemplateError(
         f"the chat template is not append-only: rendering the conversation up to message {index} ({role}) "
         "changes text rendered for earlier messages (e.g. it drops earlier reasoning); train from logs "
         "with token ids, or use a template that only appends"
@@ -271,9 +277,9 @@ def build_dataset(
     for traj in trajectories:
         try:
             examples.append(tokenize_trajectory(traj, tokenizer, max_length=max_length))
+        except TemplateError:
+            raise
         except DataError as exc:
-            if "not append-only" in str(exc):
-                raise
             skipped.append(Skipped(traj.trajectory_id, str(exc)))
     groups: dict[str, list[Example]] = defaultdict(list)
     for example in examples:

@@ -135,11 +135,15 @@ def test_unusable_trajectory_is_skipped_not_fatal(tmp_path: Path, tokenizer) -> 
     mismatch = synthetic_trajectory(0, "B", tokenizer=tokenizer, trajectory_id="mismatch")
     mismatch.steps[0].logprobs = [-1.0]
     mismatch.save(root / "mismatch.json")
+    misplaced = synthetic_trajectory(0, "B", tokenizer=tokenizer, trajectory_id="misplaced")
+    misplaced.steps[0].message_index = 1  # the user message
+    misplaced.save(root / "misplaced.json")
     dataset = build_dataset(root, tokenizer)
     assert len(dataset.examples) == 2
     reasons = {s.source: s.reason for s in dataset.skipped}
     assert reasons["silent"] == "no assistant messages"
     assert "logprobs" in reasons["mismatch"]
+    assert "message_index 1 is not an assistant message" in reasons["misplaced"]
 
 
 def test_max_length_cuts_the_tail(tokenizer) -> None:
@@ -177,3 +181,15 @@ def test_zero_score_evaluation_is_a_reward(tokenizer) -> None:
     traj = synthetic_trajectory(0, "B")
     traj.evaluation = Evaluation(score=0.25, passed=False)
     assert tokenize_trajectory(traj, tokenizer).reward == 0.25
+
+
+def test_reads_an_experience_store(tmp_path: Path, tokenizer) -> None:
+    from recreate.experience.store import ExperienceStore
+
+    store = ExperienceStore(tmp_path / "store", index=False)
+    for k, answer in enumerate("ABAB"):
+        store.add(synthetic_trajectory(0, answer, trajectory_id=f"stored-{k}"))
+    (tmp_path / "store" / "memory.jsonl").write_text('{"id": "m1", "title": "a memory item"}\n')
+    dataset = build_dataset(tmp_path / "store", tokenizer)
+    assert sorted(e.trajectory_id for e in dataset.examples) == [f"stored-{k}" for k in range(4)]
+    assert [s.reason for s in dataset.skipped] == ["not a trajectory"]  # the memory line, reported
