@@ -1,21 +1,29 @@
-"""The ReCreate optimizer: agent-as-optimizer with hierarchical updates and gated versions."""
+"""The ReCreate optimizer: agent-as-optimizer with hierarchical updates and gated versions.
 
-from recreate.optimizer.gate import GateResult, paired_gate
-from recreate.optimizer.loop import EvolveConfig, EvolveLoop
-from recreate.optimizer.optimizer import EvolveError, EvolveResult, ReCreateOptimizer
-from recreate.optimizer.proposals import Proposal
-from recreate.optimizer.reflect import Ablations
-from recreate.optimizer.synthesis import SizeBudget
+Exports load lazily so that `recreate --help` does not import LangGraph and Chroma.
+"""
 
-__all__ = [
-    "Ablations",
-    "EvolveConfig",
-    "EvolveError",
-    "EvolveLoop",
-    "EvolveResult",
-    "GateResult",
-    "Proposal",
-    "ReCreateOptimizer",
-    "SizeBudget",
-    "paired_gate",
-]
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "Ablations": "recreate.optimizer.reflect",
+    "EvolveConfig": "recreate.optimizer.loop",
+    "EvolveError": "recreate.optimizer.optimizer",
+    "EvolveLoop": "recreate.optimizer.loop",
+    "EvolveResult": "recreate.optimizer.optimizer",
+    "GateResult": "recreate.optimizer.gate",
+    "Proposal": "recreate.optimizer.proposals",
+    "ReCreateOptimizer": "recreate.optimizer.optimizer",
+    "SizeBudget": "recreate.optimizer.synthesis",
+    "paired_gate": "recreate.optimizer.gate",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'recreate.optimizer' has no attribute {name!r}")
+    return getattr(import_module(_EXPORTS[name]), name)

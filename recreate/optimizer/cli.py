@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import typer
@@ -11,10 +12,9 @@ from rich.console import Console
 from rich.table import Table
 
 from recreate.config import load_settings
-from recreate.models import Budget, parse_spec, price_call
-from recreate.optimizer.loop import EvolveConfig
-from recreate.optimizer.reflect import Ablations
-from recreate.optimizer.synthesis import scaffold_size
+
+if TYPE_CHECKING:
+    from recreate.optimizer.loop import EvolveConfig
 
 ABLATIONS = ("no-trajectory", "no-environment", "no-eval-details", "no-guidance")
 NO_ENDPOINT = (
@@ -47,6 +47,8 @@ def projected_cost(
     cfg: EvolveConfig, *, n_val: int, scaffold_chars: int, max_steps: int, agent: str, optimizer: str
 ) -> list[tuple[str, int, int, float | None]]:
     """Upper-bound preview: (role, calls, tokens, USD or None when the price is unknown)."""
+    from recreate.models import parse_spec, price_call
+
     rollouts = n_val * (cfg.rounds + 1) + cfg.batch_size * cfg.rounds
     prompt = scaffold_chars // 4 + 1500  # scaffold + task + a few observations, in tokens
     rows = [
@@ -101,7 +103,8 @@ def evolve_command(
 ) -> None:
     """Evolve a seed scaffold into a better, validated one (ReCreate)."""
     from recreate.domains import get_domain
-    from recreate.optimizer.optimizer import ReCreateOptimizer
+    from recreate.models import Budget
+    from recreate.optimizer import Ablations, EvolveConfig, ReCreateOptimizer
     from recreate.optimizer.report import write_report
     from recreate.scaffold import load_scaffold
 
@@ -155,6 +158,8 @@ def evolve_command(
 
 
 def _preview(cfg: EvolveConfig, seed, n_train: int, n_val: int, agent: str, optimizer: str) -> None:
+    from recreate.optimizer.synthesis import scaffold_size
+
     table = Table(
         title=f"evolve plan: {cfg.rounds} rounds × {cfg.batch_size} tasks; {n_train} train, {n_val} val"
     )
