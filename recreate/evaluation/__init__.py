@@ -1,6 +1,22 @@
 """Rollouts and evaluation: run a scaffold's agent on domain tasks, judge, cache, report."""
 
-from recreate.evaluation.metrics import Summary, bootstrap_ci, summarize
-from recreate.evaluation.rollout import RolloutCache, Rollouts, run_task, run_tasks
+from importlib import import_module
+from typing import Any
 
-__all__ = ["RolloutCache", "Rollouts", "Summary", "bootstrap_ci", "run_task", "run_tasks", "summarize"]
+_EXPORTS = {
+    "RolloutCache": "recreate.evaluation.rollout",
+    "Rollouts": "recreate.evaluation.rollout",
+    "run_task": "recreate.evaluation.rollout",
+    "run_tasks": "recreate.evaluation.rollout",
+    "Summary": "recreate.evaluation.metrics",
+    "bootstrap_ci": "recreate.evaluation.metrics",
+    "summarize": "recreate.evaluation.metrics",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    # imported on first use: `recreate eval --help` must not pay for LangGraph and the model clients
+    if name in _EXPORTS:
+        return getattr(import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'recreate.evaluation' has no attribute {name!r}")

@@ -6,20 +6,15 @@ import hashlib
 import json
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 
 from recreate.config import load_settings
-from recreate.domains import LeakageError, check_no_leakage, get_domain
-from recreate.domains.cli import _parse_options
-from recreate.evaluation.leakage import evolved_task_ids
-from recreate.evaluation.metrics import summarize
-from recreate.evaluation.report import print_summary, task_row, write_chart, write_html, write_json
-from recreate.evaluation.rollout import Rollouts
-from recreate.experience.schema import Trajectory
-from recreate.scaffold import load_scaffold
+
+if TYPE_CHECKING:
+    from recreate.experience.schema import Trajectory
 
 console = Console(stderr=True)
 
@@ -47,6 +42,14 @@ def eval_command(
 ) -> None:
     """Evaluate a scaffold on a split. Finished tasks are never re-run (the rollout cache survives kill -9);
     results go to <home>/evals/<run-id>/ as results.json, report.html and chart.png."""
+    from recreate.domains import check_no_leakage, get_domain
+    from recreate.domains.cli import _parse_options
+    from recreate.evaluation.leakage import evolved_task_ids
+    from recreate.evaluation.metrics import summarize
+    from recreate.evaluation.report import print_summary, write_chart, write_html, write_json
+    from recreate.evaluation.rollout import Rollouts
+    from recreate.scaffold import load_scaffold
+
     settings = load_settings()
     spec = model or settings.model
     if not spec:
@@ -101,6 +104,9 @@ def eval_command(
 def _results(
     info: dict[str, Any], title: str, trajectories: list[Trajectory], complete: bool
 ) -> dict[str, Any]:
+    from recreate.evaluation.metrics import summarize
+    from recreate.evaluation.report import task_row
+
     ordered = sorted(trajectories, key=lambda t: (t.task_id, t.seed or 0))
     return {
         "title": title,
@@ -109,6 +115,3 @@ def _results(
         "summary": summarize(ordered).to_dict(),
         "tasks": [task_row(t) for t in ordered],
     }
-
-
-__all__ = ["LeakageError", "eval_command"]

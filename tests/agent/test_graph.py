@@ -97,9 +97,9 @@ def test_format_errors_are_fed_back_and_counted_without_ending_the_run(openai_se
 
 def test_step_limit_ends_the_run(openai_server, bwrap, tmp_path):
     openai_server.responder = lambda body: tool_call("bash", {"command": "true"})
-    scaffold = _with_limits(max_steps=3)
+    scaffold = _with_limits(max_steps=30)  # more steps than LangChain's old default recursion limit of 25
     out = _agent(openai_server, bwrap, tmp_path, scaffold=scaffold).invoke({"task": "loop"})
-    assert out["exit_status"] == "max_steps" and out["steps"] == 3 and len(openai_server.requests) == 3
+    assert out["exit_status"] == "max_steps" and out["steps"] == 30 and len(openai_server.requests) == 30
     assert load_trajectory(out["trajectory_path"]).outcome.exit_status == "max_steps"
 
 
