@@ -18,7 +18,9 @@ _PERSISTENT_SCRIPT = r"""
 __recreate_state=$1
 __recreate_cmd=$2
 if [ -f "$__recreate_state.env" ]; then . "$__recreate_state.env"; fi
-if [ -f "$__recreate_state.cwd" ]; then cd "$(cat "$__recreate_state.cwd")" 2>/dev/null; fi
+if [ -f "$__recreate_state.cwd" ] && read -r __recreate_dir <"$__recreate_state.cwd"; then
+    cd "$__recreate_dir"
+fi
 eval "$3"
 trap 'export -p >"$__recreate_state.env"; pwd >"$__recreate_state.cwd"' EXIT
 set --
