@@ -68,3 +68,9 @@ class ScriptedChat(GenericFakeChatModel):
 
 def call(name: str, **args) -> AIMessage:
     return AIMessage("", tool_calls=[{"name": name, "args": args, "id": f"call-{name}-{len(str(args))}"}])
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(recreate_home):
+    """Every test writes under its own RECREATE_HOME (and runs from tmp_path), never into the repo."""
+    return recreate_home

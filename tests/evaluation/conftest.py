@@ -53,3 +53,9 @@ def bwrap():
     if not ok:
         pytest.skip(f"bubblewrap unavailable: {why}")
     return sandbox
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(recreate_home):
+    """Every test writes under its own RECREATE_HOME (and runs from tmp_path), never into the repo."""
+    return recreate_home

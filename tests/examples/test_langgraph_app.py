@@ -88,8 +88,15 @@ def test_langgraph_dev_serves_the_domain_agent(openai_server, tmp_path):
     env = dict(
         os.environ, RECREATE_MODEL=f"scripted@{openai_server.url}", RECREATE_HOME=str(tmp_path / "home")
     )
+    # the repo's langgraph.json with absolute paths, so the server's files land in tmp_path, not the repo
+    config = json.loads((REPO / "langgraph.json").read_text())
+    config["dependencies"] = [str(REPO)]
+    config["graphs"] = {name: str(REPO / target.lstrip("./")) for name, target in config["graphs"].items()}
+    (tmp_path / "langgraph.json").write_text(json.dumps(config))
     argv = [str(cli), "dev", "--port", str(port), "--no-browser", "--no-reload"]
-    server = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        argv, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         deadline = time.time() + 90
         while True:
