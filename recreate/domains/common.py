@@ -3,8 +3,13 @@ submission limits, and running a checker script in a fresh sandbox session."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import secrets
+import shutil
+import stat
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +80,49 @@ class TaskFileDomain:
     def prepare(self, task: Task, session: Session) -> None:
         for name, content in task.files.items():
             session.put(name, content)
+
+
+def others_can_read(path: Path) -> bool:
+    """Whether a user other than us can reach `path`. A sandbox started by root runs as a throwaway
+    unprivileged uid, so everything bound into it must be reachable by others (not under /root)."""
+    path = path.resolve()
+    if not all(p.stat().st_mode & stat.S_IXOTH for p in (*path.parents, path) if p.is_dir()):
+        return False
+    return bool(path.stat().st_mode & stat.S_IROTH)
+
+
+def unreadable_hint(path: Path, fix: str) -> str:
+    """Why binding `path` into a root-started sandbox fails, and `fix`; empty when it is not the cause."""
+    if os.geteuid() != 0 or others_can_read(path):
+        return ""
+    return (
+        f"; the sandbox runs as an unprivileged user who cannot read {path} (a private parent folder): {fix}"
+    )
+
+
+def shareable_copy(path: Path) -> Path:
+    """`path` itself if a sandbox can bind it, else a copy in a world-readable cache (made once per
+    source version)."""
+    if os.geteuid() != 0 or others_can_read(path):
+        return path
+    cache = Path(tempfile.gettempdir()) / "recreate-shared-libs"
+    cache.mkdir(exist_ok=True)
+    cache.chmod(0o755)
+    version = hashlib.sha256(f"{path.resolve()}:{path.stat().st_mtime_ns}".encode()).hexdigest()[:12]
+    target = cache / version / path.name
+    if not target.exists():
+        staging = cache / f".{version}-{path.name}-{os.getpid()}"
+        shutil.copytree(path, staging, dirs_exist_ok=True)
+        for folder, _, files in os.walk(staging):
+            Path(folder).chmod(0o755)
+            for name in files:
+                (Path(folder) / name).chmod(0o644)
+        target.parent.mkdir(mode=0o755, exist_ok=True)
+        try:
+            staging.rename(target)
+        except OSError:  # another process made it first
+            shutil.rmtree(staging, ignore_errors=True)
+    return target
 
 
 def first_field(row: dict[str, Any], names: tuple[str, ...]) -> Any:

@@ -21,6 +21,7 @@ from recreate.domains.common import (
     run_check,
     submission_problem,
     tail,
+    unreadable_hint,
     zero,
 )
 from recreate.domains.ds1000_env import MPL_CACHE, default_env_path, env_python, is_ready
@@ -114,6 +115,12 @@ class DS1000Domain(TaskFileDomain):
             self.timeout,
         )
         if run.error:
+            if self.env is not None:
+                run.error += unreadable_hint(
+                    self.env,
+                    "build the environment elsewhere, e.g. RECREATE_DS1000_ENV=/opt/recreate/ds1000 "
+                    "recreate domain setup ds1000",
+                )
             return zero(run.error, **details)
         if run.report is None:
             result = run.result

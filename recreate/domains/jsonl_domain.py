@@ -35,6 +35,7 @@ from recreate.domains.common import (
     read_jsonl,
     submission_problem,
     tail,
+    unreadable_hint,
     zero,
 )
 from recreate.domains.splits import SplitPlan
@@ -159,7 +160,8 @@ class JsonlDomain(TaskFileDomain):
                 session.put("task.json", json.dumps(record))
                 result = session.run(self.command, timeout=self.timeout)
         except Exception as exc:  # evaluate() never raises: a broken sandbox scores 0 with the reason
-            return zero(f"the evaluation sandbox failed: {exc}")
+            hint = unreadable_hint(self.evaluator_dir, "move the evaluator folder somewhere others can read")
+            return zero(f"the evaluation sandbox failed: {exc}{hint}")
         details = {"exit_code": result.exit_code, "stderr_tail": tail(result.stderr, lines=5)}
         if result.timed_out:
             return zero(

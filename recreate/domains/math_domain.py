@@ -19,6 +19,7 @@ from recreate.domains.common import (
     first_field,
     read_jsonl,
     run_check,
+    shareable_copy,
     submission_problem,
     zero,
 )
@@ -46,7 +47,7 @@ def checker_library_binds() -> tuple[tuple[str, str], ...]:
         top_level = (dist.read_text("top_level.txt") or "").split()
         for path in [Path(metadata.locate()).parent, *(Path(dist.locate_file(t)) for t in top_level)]:
             if path.is_dir():
-                binds.append((str(path), f"{LIBRARY_MOUNT}/{path.name}"))
+                binds.append((str(shareable_copy(path)), f"{LIBRARY_MOUNT}/{path.name}"))
     return tuple(binds)
 
 
