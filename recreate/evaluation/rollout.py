@@ -142,7 +142,11 @@ class Rollouts:
         if self.ledger is not None and (traj.outcome.error or "").startswith("budget exceeded"):
             self.ledger.check_budget()  # the shared budget ran out mid-run: raise, cache nothing
         eval_started = time.time()
-        traj.evaluation = self._evaluate(task, traj.outcome.submission)
+        if traj.outcome.exit_status == "error" and not traj.messages:  # the agent never started
+            reason = f"the rollout failed before the agent ran: {traj.outcome.error}"
+            traj.evaluation = Evaluation(score=0.0, passed=False, feedback=reason)
+        else:
+            traj.evaluation = self._evaluate(task, traj.outcome.submission)
         traj.metadata.update(
             eval_duration_s=round(time.time() - eval_started, 3),
             rollout_duration_s=round(time.time() - started, 3),

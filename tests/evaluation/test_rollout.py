@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from recreate.domains import get_domain
@@ -89,3 +91,14 @@ def test_bootstrap_ci_brackets_the_mean_and_is_reproducible():
     low, high = bootstrap_ci(values, seed=1)
     assert low < 0.75 < high and (low, high) == bootstrap_ci(values, seed=1)
     assert bootstrap_ci([1.0, 1.0]) == (1.0, 1.0)
+
+
+def test_a_task_whose_files_cannot_be_prepared_scores_zero_with_the_reason(openai_server, bwrap, tmp_path):
+    data = tmp_path / "tasks.jsonl"
+    row = {"id": "escape", "task": "t", "files": {"../../outside.txt": "x"}, "expected": "1"}
+    data.write_text(json.dumps(row) + "\n")
+    domain = get_domain("jsonl", data=data, evaluator=EVALUATOR, evaluator_dir=EXAMPLE)
+    traj = run_task(MINIMAL, domain.tasks("all")[0], domain, model=f"scripted@{openai_server.url}",
+                    sandbox=bwrap, cache=False)  # fmt: skip
+    assert traj.outcome.exit_status == "error" and openai_server.requests == []
+    assert traj.evaluation.score == 0 and "failed before the agent ran" in traj.evaluation.feedback
