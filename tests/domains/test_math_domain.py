@@ -162,3 +162,11 @@ def test_worked_solutions_are_judged_by_their_last_box(shared_data):
     for task in boxed:  # all integer answers: judged on the host, no sandbox needed
         evaluation = domain.evaluate(task, solutions[task.id], BrokenSandbox())
         assert evaluation.passed, (task.id, evaluation.feedback)
+
+
+@pytest.mark.bwrap
+def test_a_crashing_checker_scores_zero_with_the_reason(tmp_path, bwrap):
+    data = _write(tmp_path / "set.jsonl", [{"id": "a", "problem": "Half of one?", "answer": "\\frac{1}{2}"}])
+    domain = get_domain("math", data=data, python="/bin/false")
+    evaluation = domain.evaluate(domain.tasks()[0], "0.5", bwrap)
+    assert evaluation.score == 0.0 and "the answer checker failed (exited 1" in evaluation.feedback
