@@ -60,6 +60,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=StaleReplayConfig.warmup)
     ap.add_argument("--workers", type=int, default=2, help="processes (one torch thread each)")
     ap.add_argument("--resume", action="store_true", help="keep finished E2 jobs from results.json")
+    ap.add_argument("--report-only", action="store_true",
+                    help="rewrite tables and plots from results.json (e.g. of an interrupted sweep)")
     args = ap.parse_args(argv)
     quick = args.quick
     # Jobs run in this order (most informative first), so an interrupted sweep keeps the key cells.
@@ -81,8 +83,9 @@ def run_e1(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
     for mismatch in args.e1_mismatch:
         for horizon in args.e1_horizons:
-            runs = [estimator_bias_variance(horizon, mismatch=mismatch, seed=s)
-                    for s in range(args.e1_instances)]
+            runs = [
+                estimator_bias_variance(horizon, mismatch=mismatch, seed=s) for s in range(args.e1_instances)
+            ]
             kl = sum(r["_meta"]["kl_mu_pi_per_token"] for r in runs) / len(runs)
             for est in E1_ESTIMATORS:
                 row = {"mismatch": mismatch, "kl_per_token": kl, "horizon": horizon, "estimator": est}
@@ -105,8 +108,9 @@ def plot_e1(rows: list[dict[str, Any]], path: Path) -> None:
                 axes[row_i][col].plot(hs, [r[key] for r in sel], marker="o", label=est)
         kl = next(r["kl_per_token"] for r in rows if r["mismatch"] == mismatch)
         axes[0][col].set_title(f"mismatch {mismatch} (KL(μ‖π)/token {kl:.3f})")
-        for row_i, label in enumerate(("relative bias ‖E ĝ − ∇J‖/‖∇J‖", "relative variance (1 sample)",
-                                       "relative MSE, batch 64")):
+        for row_i, label in enumerate(
+            ("relative bias ‖E ĝ − ∇J‖/‖∇J‖", "relative variance (1 sample)", "relative MSE, batch 64")
+        ):
             axes[row_i][col].set_ylabel(label)
             axes[row_i][col].set_xlabel("horizon H")
             if row_i:
@@ -123,16 +127,27 @@ def plot_e1(rows: list[dict[str, Any]], path: Path) -> None:
 def e2_job(variant: str, horizon: int, staleness: int, args_dict: dict[str, Any]) -> dict[str, Any]:
     torch.set_num_threads(1)
     loss_name, loss_config = VARIANTS[variant]
-    cfg = StaleReplayConfig(horizon=horizon, staleness=staleness, seeds=args_dict["seeds"],
-                            updates=args_dict["updates"], lr=args_dict["lr"], warmup=args_dict["warmup"],
-                            loss_config=loss_config)
+    cfg = StaleReplayConfig(
+        horizon=horizon,
+        staleness=staleness,
+        seeds=args_dict["seeds"],
+        updates=args_dict["updates"],
+        lr=args_dict["lr"],
+        warmup=args_dict["warmup"],
+        loss_config=loss_config,
+    )
     start = time.perf_counter()
     out = stale_replay(loss_name, cfg)
     success = out["success"]
     return {
-        "variant": variant, "loss": loss_name, "loss_config": loss_config, "horizon": horizon,
-        "staleness": staleness, "config": {k: v for k, v in asdict(cfg).items() if k != "loss_config"},
-        "summary": summarize_curves(success), "seconds": time.perf_counter() - start,
+        "variant": variant,
+        "loss": loss_name,
+        "loss_config": loss_config,
+        "horizon": horizon,
+        "staleness": staleness,
+        "config": {k: v for k, v in asdict(cfg).items() if k != "loss_config"},
+        "summary": summarize_curves(success),
+        "seconds": time.perf_counter() - start,
         "curves": [[round(float(x), 5) for x in row] for row in success],
         "clip_frac": [round(x, 4) for x in out["clip_frac"]],
         "kl_mu_pi": [round(x, 5) for x in out["kl_mu_pi"]],
@@ -145,8 +160,13 @@ def job_key(variant: str, horizon: int, staleness: int) -> str:
 
 def run_e2(args: argparse.Namespace, results: dict[str, Any], save) -> None:
     done = results.setdefault("e2", {})
-    jobs = [(v, h, k) for k in args.staleness for h in args.horizons for v in args.variants
-            if job_key(v, h, k) not in done]
+    jobs = [
+        (v, h, k)
+        for k in args.staleness
+        for h in args.horizons
+        for v in args.variants
+        if job_key(v, h, k) not in done
+    ]
     args_dict = {"seeds": args.seeds, "updates": args.updates, "lr": args.lr, "warmup": args.warmup}
     with Progress(console=console) as progress, ProcessPoolExecutor(max_workers=args.workers) as pool:
         task = progress.add_task("E2 stale replay", total=len(jobs))
@@ -166,8 +186,16 @@ def run_e2(args: argparse.Namespace, results: dict[str, Any], save) -> None:
 def e2_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for job in results.get("e2", {}).values():
-        rows.append({"T": job["horizon"], "k": job["staleness"], "variant": job["variant"], **job["summary"],
-                     "seeds": job["config"]["seeds"], "updates": job["config"]["updates"]})
+        rows.append(
+            {
+                "T": job["horizon"],
+                "k": job["staleness"],
+                "variant": job["variant"],
+                **job["summary"],
+                "seeds": job["config"]["seeds"],
+                "updates": job["config"]["updates"],
+            }
+        )
     order = {v: i for i, v in enumerate(VARIANTS)}
     return sorted(rows, key=lambda r: (r["T"], r["k"], order.get(r["variant"], 99)))
 
@@ -191,8 +219,9 @@ def plot_e2(results: dict[str, Any], out: Path) -> None:
     jobs = list(results.get("e2", {}).values())
     horizons = sorted({j["horizon"] for j in jobs})
     stales = sorted({j["staleness"] for j in jobs})
-    fig, axes = plt.subplots(len(horizons), len(stales), figsize=(5 * len(stales), 3.6 * len(horizons)),
-                             squeeze=False, sharey=True)
+    fig, axes = plt.subplots(
+        len(horizons), len(stales), figsize=(5 * len(stales), 3.6 * len(horizons)), squeeze=False, sharey=True
+    )
     for job in sorted(jobs, key=lambda j: list(VARIANTS).index(j["variant"])):
         ax = axes[horizons.index(job["horizon"])][stales.index(job["staleness"])]
         curves = torch.tensor(job["curves"])
@@ -210,8 +239,13 @@ def plot_e2(results: dict[str, Any], out: Path) -> None:
     cells = sorted({(r["T"], r["k"]) for r in rows})
     fig, axes = plt.subplots(1, 2, figsize=(12, 0.45 * len(variants) + 2))
     for ax, key in zip(axes, ("crash_rate", "final"), strict=True):
-        grid = [[next((r[key] for r in rows if r["variant"] == v and (r["T"], r["k"]) == c), math.nan)
-                 for c in cells] for v in variants]
+        grid = [
+            [
+                next((r[key] for r in rows if r["variant"] == v and (r["T"], r["k"]) == c), math.nan)
+                for c in cells
+            ]
+            for v in variants
+        ]
         im = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis" if key == "final" else "magma_r", aspect="auto")
         ax.set_xticks(range(len(cells)), [f"T{t}\nk{k}" for t, k in cells], fontsize=7)
         ax.set_yticks(range(len(variants)), variants)
@@ -250,13 +284,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args.out.mkdir(parents=True, exist_ok=True)
     results_path = args.out / "results.json"
     results: dict[str, Any] = {}
-    if args.resume and results_path.exists():
+    if (args.resume or args.report_only) and results_path.exists():
         results = json.loads(results_path.read_text())
-    results["settings"] = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    if not args.report_only:
+        results["settings"] = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
 
     def save() -> None:
         results_path.write_text(json.dumps(results))
 
+    if args.report_only:
+        write_report(results, args.out)
+        save()
+        return results
     if args.only in (None, "e1"):
         with console.status("E1 exact enumeration"):
             results["e1"] = run_e1(args)
@@ -265,14 +304,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         save()
     if args.only in (None, "e2"):
         run_e2(args, results, save)
-        results["e2_k0_max_curve_diff"] = k0_sanity(results)
-        write_table(e2_rows(results), args.out / "e2_table")
-        plot_e2(results, args.out)
+        write_report(results, args.out)
         save()
-        console.print(f"k=0 sanity (max |curve difference| between losses): "
-                      f"{results['e2_k0_max_curve_diff']}")
     console.print(f"wrote {args.out}")
     return results
+
+
+def write_report(results: dict[str, Any], out: Path) -> None:
+    if results.get("e1"):
+        write_table(results["e1"], out / "e1_table")
+        plot_e1(results["e1"], out / "e1_bias_variance.png")
+    if results.get("e2"):
+        results["e2_k0_max_curve_diff"] = k0_sanity(results)
+        write_table(e2_rows(results), out / "e2_table")
+        plot_e2(results, out)
+        console.print(
+            f"k=0 sanity (max |curve difference| between losses): {results['e2_k0_max_curve_diff']}"
+        )
 
 
 if __name__ == "__main__":
