@@ -11,7 +11,7 @@ the run and returns the answer as the last tool message).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +52,18 @@ class ScaffoldMiddleware(AgentMiddleware):
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse:
+        return handler(self._with_scaffold(request))
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> ModelResponse:
+        return await handler(self._with_scaffold(request))
+
+    def _with_scaffold(self, request: ModelRequest) -> ModelRequest:
+        """The scaffold's system text first, then the agent's own system prompt."""
         own = request.system_prompt
         text = f"{self.system_text}\n\n{own}" if own else self.system_text
-        return handler(request.override(system_message=SystemMessage(text)))
+        return request.override(system_message=SystemMessage(text))
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         self.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from langchain.agents import create_agent
 from langchain_core.tools import tool
@@ -53,3 +55,15 @@ def _rule():
     from recreate.scaffold import Rule
 
     return Rule(id="r-test", text="Always double-check arithmetic.")
+
+
+def test_middleware_works_when_the_agent_runs_async(openai_server, bwrap, tooled_scaffold):
+    openai_server.enqueue(
+        tool_call("bash", {"command": "echo async"}), tool_call("submit", {"answer": "done"})
+    )
+    model = ChatOpenAI(model="scripted", base_url=openai_server.url, api_key="x", max_retries=0)
+    agent = create_agent(model, tools=[], middleware=[ScaffoldMiddleware(tooled_scaffold, sandbox=bwrap)])
+    out = asyncio.run(agent.ainvoke({"messages": [("user", "go")]}))
+    assert out["messages"][-1].content == "done"
+    assert "stdout:\nasync" in out["messages"][-3].content
+    assert openai_server.requests[0]["messages"][0]["content"].startswith("You are an agent")
