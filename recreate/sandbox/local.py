@@ -4,6 +4,7 @@ Explicit opt-in only (`get_sandbox("local")`): the command sees the host filesys
 does give: a fresh environment without our secrets, its own process group, rlimits, capped output,
 timeouts that kill the tree, and, when we run as root, a throwaway unprivileged uid (so `/root` is
 unreadable, a fork bomb hits its process limit, and `close()` can kill everything the session started).
+The workspace is a host temp directory (`session.workdir`), not `spec.workdir`.
 """
 
 from __future__ import annotations
