@@ -254,7 +254,9 @@ def train(
     trainable = [p for p in policy.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=config.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(config))
-    policy, optimizer, scheduler = accelerator.prepare(policy, optimizer, scheduler)
+    policy, optimizer = accelerator.prepare(policy, optimizer)
+    # kept out of prepare(): accelerate would step it once per process; one step = one global update
+    accelerator.register_for_checkpointing(scheduler)
     policy.train()
 
     batch_size = config.batch_size * accelerator.num_processes
@@ -310,6 +312,7 @@ def train(
                 metrics = accumulate_gradients(accelerator, policy, batch, config, pad_id)
                 max_norm = config.max_grad_norm if config.max_grad_norm is not None else math.inf
                 grad_norm = accelerator.clip_grad_norm_(policy.parameters(), max_norm)
+                lr = scheduler.get_last_lr()[0]  # the rate this step uses
                 optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
@@ -319,7 +322,7 @@ def train(
                     **metrics,  # the loss's own; the trainer's fields below win on a shared name
                     "step": step,
                     "epoch": epoch,
-                    "lr": scheduler.get_last_lr()[0],
+                    "lr": lr,
                     "grad_norm": float(grad_norm),
                     "trajectories": len(batch),
                     "tokens": tokens,

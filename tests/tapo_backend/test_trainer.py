@@ -188,10 +188,10 @@ def test_two_processes_under_accelerate_launch_match_one(tmp_path, tiny_model_di
     import sys
 
     logs = write_logs(tasks=2, per_answer=2)
-    settings = dict(epochs=2, lr=1e-3, grad_accumulation=2)
+    settings = dict(epochs=2, lr=1e-3, grad_accumulation=2, warmup_steps=4)
     single = train(_config(tmp_path, "one", micro_batch_size=4, **settings), logs, str(tiny_model_dir))
     config = tmp_path / "two.toml"
-    config.write_text("micro_batch_size = 2\ngrad_accumulation = 2\nepochs = 2\nlr = 1e-3\nalgo = 'tapo'\n")
+    config.write_text("micro_batch_size = 2\ngrad_accumulation = 2\nepochs = 2\nlr = 1e-3\nwarmup_steps = 4")
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
