@@ -49,8 +49,8 @@ def test_selftest_on_the_custom_domain_example(bwrap, open_tmp):
     ]
     result = runner.invoke(app, command)
     assert result.exit_code == 0, result.output
-    assert result.output.strip().splitlines()[-1] == "reference_pass=4/4 wrong_pass=0/4"
-    assert re.search(r"strings\s+│\s+2\s+│\s+2/2", result.output)
+    assert result.output.strip().splitlines()[-1] == "reference_pass=16/16 wrong_pass=0/16"
+    assert re.search(r"strings\s+│\s+6\s+│\s+6/6", result.output)
 
 
 @pytest.mark.bwrap
