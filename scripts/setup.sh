@@ -7,7 +7,8 @@ extras=${1:-dev,embed,train,docker}
 [ -x .venv/bin/python ] || "${PYTHON:-python3}" -m venv .venv
 stamp=.venv/.installed-$(cat pyproject.toml <(echo "$extras") | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[$extras]"
+  echo "installing recreate[$extras] into .venv (log: .venv/install.log)" >&2
+  { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e ".[$extras]"; } \
+    > .venv/install.log 2>&1 || { tail -n 40 .venv/install.log >&2; exit 1; }
   touch "$stamp"
 fi
