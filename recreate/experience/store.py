@@ -18,7 +18,13 @@ from chromadb.api.types import EmbeddingFunction
 from filelock import FileLock
 
 from recreate.config import Settings
-from recreate.experience.catalog import Catalog, CatalogEntry, DuplicateTrajectoryError, entry_for
+from recreate.experience.catalog import (
+    FILTER_KEYS,
+    Catalog,
+    CatalogEntry,
+    DuplicateTrajectoryError,
+    entry_for,
+)
 from recreate.experience.digest import truncate_middle
 from recreate.experience.index import SCOPES, ExperienceIndex, Hit, IndexBusyError
 from recreate.experience.schema import SchemaError, Trajectory, load_trajectory, utcnow
@@ -248,7 +254,22 @@ class ExperienceStore:
     def search(
         self, query: str, *, scope: str = "steps", filters: dict[str, Any] | None = None, k: int = 5
     ) -> list[Hit]:
-        return self.index.search(query, scope=scope, filters=filters, k=k)
+        """Semantic search; trajectory-level filters narrow the candidates through the catalog first."""
+        return self.index.search(
+            query, scope=scope, filters=filters, k=k, candidates=self._candidates(scope, filters)
+        )
+
+    def _candidates(self, scope: str, filters: dict[str, Any] | None) -> list[str] | None:
+        """Index ids that can match `filters`, from the catalog; None when it cannot narrow them down."""
+        by_trajectory = {key: value for key, value in (filters or {}).items() if key in FILTER_KEYS}
+        if scope not in ("steps", "summaries") or not by_trajectory:
+            return None
+        entries = self.catalog.query(by_trajectory)
+        if scope == "summaries":
+            return [e.id for e in entries]
+        if sum(e.n_steps for e in entries) > self.index.brute_force_limit:
+            return None
+        return [f"{e.id}#{n}" for e in entries for n in range(e.n_steps)]
 
     def memory_items(self) -> list[dict[str, Any]]:
         items: dict[str, dict[str, Any]] = {}

@@ -131,3 +131,45 @@ def test_server_mode_uses_the_http_client(tmp_path: Path, chroma_server: str) ->
     assert server_view.get_collection(store.index.collection_name("steps")).count() == 3 + 4
     assert store.search("division by zero", k=1)[0].trajectory_id == "t-srv"
     assert store.verify().ok
+
+
+@pytest.mark.parametrize("brute_force_limit", [1000, 0])  # 0: no exact scan of catalog candidates
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {"task_id": "task-3"},
+        {"domain": "math"},
+        {"error_type": "KeyError"},  # rare and step-level: often left to Chroma's own filter
+        {"error_type": "KeyError", "outcome": "failed"},
+        {"domain": "swe", "step": 2},
+    ],
+)
+def test_filtered_search_matches_chromas_own_filtering(
+    store: ExperienceStore, filters: dict, brute_force_limit: int
+) -> None:
+    store.index.brute_force_limit = brute_force_limit
+    words = ["alpha", "beta", "gamma", "delta", "omega", "sigma"]
+    trajectories = []
+    for n in range(60):
+        steps = [
+            bash_step(
+                i, f"python run.py {words[(n + i) % 6]} {words[(n * i) % 6]}", stdout=f"out {words[i % 6]}"
+            )
+            if (n + i) % 17
+            else bash_step(i, "python load.py", stderr="KeyError: 'price'", exit_code=1)
+            for i in range(20)
+        ]
+        domain = ("ds1000", "math", "swe")[n % 3]
+        trajectories.append(
+            make_trajectory(f"t-{n}", task_id=f"task-{n % 7}", domain=domain, passed=n % 2 == 0, steps=steps)
+        )
+    store.ingest(trajectories)
+    index = store.index
+    collection = index.collection("steps")
+    for query in ("python run alpha gamma", "load price error", "out sigma"):
+        ours = store.search(query, filters=filters, k=5)
+        vector = index.embedding.embed_query([query])
+        where = {"$and": [{k: v} for k, v in filters.items()]} if len(filters) > 1 else filters
+        raw = collection.query(query_embeddings=vector, n_results=5, where=where, include=["distances"])
+        assert [round(h.distance, 4) for h in ours] == [round(d, 4) for d in raw["distances"][0]]
+        assert all(all(h.metadata[k] == v for k, v in filters.items()) for h in ours)
