@@ -2,8 +2,8 @@
 500 ms LLM latency, against the ideal for that latency and concurrency.
 
 Each training task costs a fixed chain of LLM calls in the scripted episode (the agent's 2 calls, the
-ReCreate-Agent's 4), so with latency L and concurrency C the ideal phase time for N tasks is
-ceil(N / C) * 6 * L. Everything else is real: HTTP to a local OpenAI-compatible server, bubblewrap
+ReCreate-Agent's 5), so with latency L and concurrency C the ideal phase time for N tasks is
+ceil(N / C) * 7 * L. Everything else is real: HTTP to a local OpenAI-compatible server, bubblewrap
 sandboxes for the agent and the evaluator, the experience store and the scaffold store.
 
     .venv/bin/python benchmarks/evolve_throughput.py [--tasks 32] [--concurrency 8] [--latency 0.5]
@@ -27,7 +27,7 @@ from recreate.optimizer import EvolveConfig, ReCreateOptimizer  # noqa: E402
 from recreate.testing import ScriptedOpenAIServer  # noqa: E402
 from tests.optimizer.script import EVALUATOR, WORDS, responder  # noqa: E402
 
-CALLS_PER_TASK = 6  # agent: bash + submit; ReCreate-Agent: read, test_tool, propose, final message
+CALLS_PER_TASK = 7  # agent: bash + submit; ReCreate-Agent: read, run, test_tool, propose, final message
 
 
 def make_domain(root: Path, n_train: int) -> tuple[object, list, list]:

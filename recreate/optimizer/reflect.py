@@ -18,6 +18,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.errors import GraphRecursionError
 from pydantic import BaseModel, Field
 
+from recreate.agent.toolbox import open_session
 from recreate.domains.base import Domain, Task
 from recreate.experience.schema import Trajectory
 from recreate.experience.tools import experience_tools
@@ -88,7 +89,7 @@ class TaskEnvironment:
 
     def session(self) -> Session:
         if self._session is None:
-            self._session = self.sandbox.open(self.spec)
+            self._session = open_session(self.sandbox, self.spec or SandboxSpec())
             self.domain.prepare(self.task, self._session)
         return self._session
 

@@ -2,8 +2,9 @@
 
 - The domain agent answers "Reply with the word: Alpha" with "Alpha" (wrong: answers are lowercase),
   "alpha" once the scaffold has the `lower` rule, and "ALPHA" once it has the `upper` rule.
-- The ReCreate-Agent reads the trajectory; for a failed run it tests a `lowercase` tool in the sandbox
-  and proposes the rule and the tool; for a passed run it proposes the (regressing) `upper` rule.
+- The ReCreate-Agent reads the trajectory; for a failed run it looks around the task's environment, tests
+  a `lowercase` tool in the sandbox and proposes the rule and the tool; for a passed run it proposes the
+  (regressing) `upper` rule.
 - The synthesis agent merges the proposals it is given, dropping duplicates.
 """
 
@@ -75,6 +76,8 @@ def _reflect(messages: list[dict[str, Any]], turn: int) -> Reply:
     if turn == 0:
         return tool_call("read_trajectory", {"trajectory_id": traj_id, "view": "index"})
     if turn == 1 and not passed:
+        return tool_call("run_in_environment", {"command": "echo env-ok && ls -a"})
+    if turn == 2 and not passed:
         return tool_call(
             "test_tool",
             {"name": "lowercase", "language": "python", "code": LOWER_CODE, "args": {"text": "ABC"}},

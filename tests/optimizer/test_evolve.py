@@ -59,6 +59,14 @@ def test_evolve_accepts_a_fix_and_rejects_a_regression(recreate_home, openai_ser
         "add_tool",
     }
     assert {"agent", "optimizer", "synthesis"} <= set(result.usage)
+    tool_replies = [
+        m.get("content") or ""
+        for body in openai_server.requests
+        for m in body["messages"]
+        if m["role"] == "tool"
+    ]
+    assert any("env-ok" in t and "exit=0" in t for t in tool_replies)  # the re-opened task environment works
+    assert any(t.startswith("exit=0") and "abc" in t for t in tool_replies)  # test_tool ran the candidate
     catalog = opt.experience.list()
     assert len(catalog) == 3 * 3 + 3 * 2  # val runs of three versions + train runs of two rounds
     report = write_report(result, result.run_dir / "report")
