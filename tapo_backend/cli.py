@@ -60,7 +60,7 @@ def train(
 ) -> None:
     """Train MODEL on the trajectories under LOGS."""
     from tapo_backend.config import load_config
-    from tapo_backend.data import build_dataset
+    from tapo_backend.data import DataError, build_dataset
 
     config = load_config(
         config_file,
@@ -74,6 +74,8 @@ def train(
     from tapo_backend.trainer import load_tokenizer
     from tapo_backend.trainer import train as run_training
 
+    if not logs.exists():  # before the model is looked up, which may mean a slow hub request
+        raise DataError(f"no such file or directory: {logs}")
     tokenizer = load_tokenizer(model)
     dataset = build_dataset(
         logs,
