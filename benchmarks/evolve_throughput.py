@@ -63,9 +63,7 @@ def run_phase(n_tasks: int, concurrency: int, latency: float) -> tuple[float, li
                 "trainset": train,
                 "valset": val,
             }
-            opt.optimize(run_id="bench", **sets)
-            graph, cfg, _, _ = opt.build(run_id="bench", **sets)
-            results = graph.get_state(cfg).values["results"]
+            results = opt.optimize(run_id="bench", **sets).results
     phase = max(r["finished"] for r in results) - min(r["started"] for r in results)
     return phase, sorted(r["finished"] - r["started"] for r in results)
 

@@ -39,7 +39,8 @@ class EvolveResult:
     run_id: str
     run_dir: Path
     final: str | None  # "name@vN" of the last accepted version
-    history: list[dict[str, Any]] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)  # one entry per version (v0, candidates)
+    results: list[dict[str, Any]] = field(default_factory=list)  # one per (round, training task)
     stopped: str | None = None  # why the run stopped early (budget), None when it finished
     usage: dict[str, Any] = field(default_factory=dict)
 
@@ -87,7 +88,10 @@ class ReCreateOptimizer:
         valset: list[Task],
         run_id: str | None = None,
         allow_train_as_val: bool = False,
+        checkpointer: Any = "run",
     ) -> tuple[CompiledStateGraph, dict[str, Any], EvolveLoop, UsageLedger]:
+        """The compiled loop, its run config, the loop object and the run's ledger. `checkpointer`:
+        "run" (the run's own SQLite file, what makes `--resume` work), None, or any LangGraph saver."""
         if not trainset:
             raise EvolveError("the training set is empty: give at least one task")
         if not valset:
@@ -118,8 +122,11 @@ class ReCreateOptimizer:
             run_dir=run_dir,
             config=self.config,
         )
-        saver = SqliteSaver(sqlite3.connect(run_dir / "checkpoints.sqlite", check_same_thread=False))
-        graph = loop.graph().compile(checkpointer=saver, name="recreate_evolve")
+        if checkpointer == "run":
+            checkpointer = SqliteSaver(
+                sqlite3.connect(run_dir / "checkpoints.sqlite", check_same_thread=False)
+            )
+        graph = loop.graph().compile(checkpointer=checkpointer, name="recreate_evolve")
         cfg = {
             "configurable": {"thread_id": run_id},
             "max_concurrency": self.config.max_concurrency,
@@ -200,15 +207,25 @@ class ReCreateOptimizer:
             run_dir=loop.run_dir,
             final=state.get("current"),
             history=state.get("history", []),
+            results=[
+                {k: v for k, v in r.items() if k != "proposal"} | _proposal_brief(r)
+                for r in state.get("results", [])
+            ],
             stopped=stopped,
             usage=ledger.by_role(),
         )
         (loop.run_dir / "result.json").write_text(json.dumps(_jsonable(result), indent=1), encoding="utf-8")
         return result
 
-    def as_graph(self, **build_kwargs: Any) -> CompiledStateGraph:
-        """The evolve loop as a compiled LangGraph graph (for langgraph.json / Studio)."""
-        return self.build(**build_kwargs)[0]
+    def as_graph(self, *, checkpointer: Any = None, **build_kwargs: Any) -> CompiledStateGraph:
+        """The evolve loop as a compiled LangGraph graph. Without a checkpointer by default, for
+        langgraph.json / LangGraph Studio, whose server brings its own."""
+        return self.build(checkpointer=checkpointer, **build_kwargs)[0]
+
+
+def _proposal_brief(result: dict[str, Any]) -> dict[str, Any]:
+    p = result.get("proposal") or {}
+    return {"proposal_status": p.get("status"), "cause": p.get("cause"), "n_ops": len(p.get("ops", []))}
 
 
 def _sandbox(sandbox: Any) -> Any:

@@ -103,3 +103,27 @@ def test_budget_stop_is_resumable_and_pays_nothing_twice(recreate_home, openai_s
     )
     assert interrupted_calls == len(openai_server.requests)  # not one LLM call paid twice
     assert len(first.experience.list()) == len(ExperienceStore(fresh / "experience", embedding="hash").list())
+
+
+def test_langgraph_server_factory_builds_a_runnable_evolve_graph(recreate_home, openai_server, monkeypatch):
+    from recreate.optimizer.server import make_evolve_graph
+
+    monkeypatch.setenv("RECREATE_EMBEDDING", "hash")
+    openai_server.responder = responder
+    graph = make_evolve_graph(
+        {
+            "configurable": {
+                "model": f"scripted@{openai_server.url}",
+                "domain": "jsonl",
+                "data": str(WORDS / "tasks.jsonl"),
+                "evaluator": EVALUATOR,
+                "rounds": 1,
+            }
+        }
+    )
+    assert graph.checkpointer is None  # the LangGraph server brings its own
+    state = graph.invoke({}, {"max_concurrency": 4})
+    assert state["final"].startswith("minimal@v") and [h["accepted"] for h in state["history"]] == [
+        True,
+        True,
+    ]
