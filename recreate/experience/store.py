@@ -31,7 +31,7 @@ from recreate.experience.schema import SchemaError, Trajectory, load_trajectory,
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 MAX_OBSERVATION_CHARS = 200_000
-INDEX_BATCH = 64
+INDEX_BATCH = 256
 
 
 class TrajectoryNotFoundError(KeyError):
