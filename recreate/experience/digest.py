@@ -43,6 +43,21 @@ def action_text(step: Step) -> str:
     return f"{tool} {json.dumps(args, ensure_ascii=False, sort_keys=True)}" if args else str(tool)
 
 
+def collapse_repeats(text: str) -> str:
+    """Runs of identical lines become one line with a count, so logs spend the budget on content."""
+    out: list[str] = []
+    lines = text.split("\n")
+    position = 0
+    while position < len(lines):
+        run = position
+        while run + 1 < len(lines) and lines[run + 1] == lines[position]:
+            run += 1
+        repeats = run - position + 1
+        out += [f"{lines[position]}  [×{repeats}]"] if repeats > 2 else lines[position : run + 1]
+        position = run + 1
+    return "\n".join(out)
+
+
 def observation_text(step: Step, limit: int = 1000) -> str:
     obs = step.observation
     if obs is None:
@@ -54,7 +69,7 @@ def observation_text(step: Step, limit: int = 1000) -> str:
         parts.append(obs.stdout)
     if obs.stderr:
         parts.append(f"[stderr] {obs.stderr}")
-    return truncate_middle("\n".join(parts), limit)
+    return truncate_middle(collapse_repeats("\n".join(parts)), limit)
 
 
 def error_type(step: Step) -> str:

@@ -87,3 +87,12 @@ def test_compare_finds_where_passed_and_failed_runs_diverge(store: ExperienceSto
     assert approx_tokens(text) <= 800
     other_task = ExperienceInspector(store).compare(["t-good", "t-good"])
     assert "no passed/failed pair" in other_task
+
+
+def test_repeated_output_lines_are_counted_not_repeated() -> None:
+    from recreate.experience.digest import collapse_repeats
+
+    assert collapse_repeats("start\nok\nok\nok\nok\nend") == "start\nok  [×4]\nend"
+    assert collapse_repeats("a\na\nb") == "a\na\nb"
+    text = render(long_trajectory("t-long"), "steps(16,16)", 2000)
+    assert "line  [×400]" in text
