@@ -32,6 +32,7 @@ INSIDE_ID = 65534
 _STATE = "/tmp/.recreate-shell"
 _PID_FILE = "/tmp/.recreate-pid-"  # + a per-command token
 _MB = 1024 * 1024
+_DRAIN_SECONDS = 5.0
 # Freeze a process and its descendants top-down (nothing forks away), then kill them all.
 _KILL_TREE = r"""
 stop() {
@@ -149,10 +150,15 @@ class DockerSession:
         except Exception as exc:  # API errors (docker.errors) or a lost connection (requests)
             raise SandboxError(f"the container of this session is not usable any more: {exc}") from exc
         out, err = CappedOutput(self.spec.output_limit), CappedOutput(self.spec.output_limit)
-        timed_out = not _read_frames(_raw_socket(stream), {1: out, 2: err}, started + timeout)
-        stream.close()
+        raw = _raw_socket(stream)
+        timed_out = not _read_frames(raw, {1: out, 2: err}, started + timeout)
         if timed_out:
             self._kill_command(token)
+            # Let the exec end on its own: an exec stream cut while running leaves Podman waiting ~5 s
+            # on its exit file at the next kill/remove.
+            _read_frames(raw, {}, time.perf_counter() + _DRAIN_SECONDS)
+        stream.close()
+        if timed_out:
             return make_result(out, err, None, started, timed_out=True)
         return make_result(out, err, self._exit_code(exec_id), started, timed_out=False)
 
