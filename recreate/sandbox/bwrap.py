@@ -201,6 +201,8 @@ class BwrapSandbox:
         ok, reason = self.available()
         if not ok:
             raise SandboxError(f"the bwrap backend is unavailable: {reason}")
+        if self.base_dir is not None:
+            check_visible(Path(self.base_dir), "base_dir")
         return BwrapSession(spec or SandboxSpec(), self.base_dir)
 
     def available(self) -> tuple[bool, str]:

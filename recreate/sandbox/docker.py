@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import posixpath
 import select
 import socket
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from recreate.sandbox.base import Result, SandboxError, SandboxSpec
-from recreate.sandbox.process import CappedOutput, make_result
+from recreate.sandbox.process import CappedOutput, make_result, owner_alive, owner_label
 from recreate.sandbox.shell import sandbox_env, shell_argv
 from recreate.sandbox.workspace import as_bytes, workspace_parts
 
@@ -53,31 +52,12 @@ exit 1
 """
 
 
-def owner_label() -> str:
-    """host/pid/start-time of this process: identifies our runs and survives pid reuse."""
-    return f"{socket.gethostname()}/{os.getpid()}/{_start_ticks(os.getpid())}"
-
-
-def _start_ticks(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return "?"
-
-
-def _owner_alive(label: str) -> bool:
-    host, pid, ticks = (label.split("/") + ["", "", ""])[:3]
-    if host != socket.gethostname():
-        return True  # not ours to judge
-    return pid.isdigit() and _start_ticks(int(pid)) == ticks
-
-
 def reap_orphans(client: Any) -> list[str]:
     """Remove containers that our sandboxes started whose owning process has died. Returns their ids."""
     removed = []
     for container in client.api.containers(all=True, filters={"label": LABEL}):
         labels = container.get("Labels") or {}
-        if OWNER_LABEL in labels and not _owner_alive(labels[OWNER_LABEL]):
+        if OWNER_LABEL in labels and not owner_alive(labels[OWNER_LABEL]):
             with contextlib.suppress(Exception):
                 client.api.remove_container(container["Id"], force=True)
                 removed.append(container["Id"])

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
 import signal
 import tempfile
 import time
+import weakref
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import IO
 
 from recreate.sandbox.base import Result, SandboxError, SandboxSpec
+from recreate.sandbox.process import owner_alive, owner_label
 from recreate.sandbox.workspace import as_bytes, read_file, workspace_parts, write_file
 
 _MB = 1024 * 1024
+OWNER_FILE = "owner"
+_OPEN_SESSIONS: weakref.WeakSet[HostSession] = weakref.WeakSet()
+_reaped: set[tuple[str, str | None]] = set()
 
 
 class HostSession(ABC):
@@ -30,7 +36,9 @@ class HostSession(ABC):
         self.spec = spec
         self.uid = uid
         self.owner = (uid, uid) if uid is not None else None
+        _reap_stale_roots(self.backend, base_dir)
         self.root = Path(tempfile.mkdtemp(prefix=f"recreate-{self.backend}-", dir=base_dir))
+        (self.root / OWNER_FILE).write_text(owner_label())
         self.workspace = self.root / "workspace"
         self.tmp = self.root / "tmp"
         for path in (self.workspace, self.tmp):
@@ -40,6 +48,7 @@ class HostSession(ABC):
             for path in (self.root, self.workspace, self.tmp):
                 os.chown(path, *self.owner)
         self.closed = False
+        _OPEN_SESSIONS.add(self)
 
     @property
     def workdir(self) -> str:
@@ -93,6 +102,24 @@ class HostSession(ABC):
     @abstractmethod
     def _stop(self) -> None:
         """Stop whatever the backend keeps running for the session."""
+
+
+def _reap_stale_roots(backend: str, base_dir: str | None) -> None:
+    """Once per process and place: remove session directories whose owning process died uncleanly."""
+    if (backend, base_dir) in _reaped:
+        return
+    _reaped.add((backend, base_dir))
+    for root in Path(base_dir or tempfile.gettempdir()).glob(f"recreate-{backend}-*"):
+        with contextlib.suppress(OSError):
+            if not owner_alive((root / OWNER_FILE).read_text()):
+                shutil.rmtree(root, ignore_errors=True)
+
+
+@atexit.register
+def _close_open_sessions() -> None:
+    for session in list(_OPEN_SESSIONS):
+        with contextlib.suppress(Exception):
+            session.close()
 
 
 def uid_processes(uid: int) -> list[int]:

@@ -11,6 +11,7 @@ import os
 import random
 import selectors
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -76,6 +77,26 @@ def make_result(
 def exit_code_of(returncode: int) -> int:
     """Shell convention: a death by signal N reads as 128 + N."""
     return 128 - returncode if returncode < 0 else returncode
+
+
+def owner_label() -> str:
+    """host/pid/start-time of this process: names what our sessions leave behind, survives pid reuse."""
+    return f"{socket.gethostname()}/{os.getpid()}/{_start_ticks(os.getpid())}"
+
+
+def owner_alive(label: str) -> bool:
+    """Is the process an `owner_label` names still running? Labels from other hosts count as alive."""
+    host, pid, ticks = (label.split("/") + ["", "", ""])[:3]
+    if host != socket.gethostname():
+        return True  # not ours to judge
+    return pid.isdigit() and _start_ticks(int(pid)) == ticks
+
+
+def _start_ticks(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return "?"
 
 
 def sandbox_uid() -> int | None:

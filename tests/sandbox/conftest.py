@@ -4,6 +4,7 @@ after the test."""
 from __future__ import annotations
 
 import shutil
+import tempfile
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -53,6 +54,15 @@ def _make_opener(request: pytest.FixtureRequest, backend: str) -> Iterator[OpenS
     yield open_session
     for session in sessions:
         session.close()
+
+
+@pytest.fixture
+def public_dir() -> Iterator[Path]:
+    """A temp dir the sandbox's unprivileged uid can read (pytest's own tmp dirs are private)."""
+    path = Path(tempfile.mkdtemp(prefix="recreate-test-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(params=ALL_BACKENDS)

@@ -6,8 +6,6 @@ import os
 import shutil
 import socket
 import tarfile
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,15 +13,6 @@ import pytest
 from recreate.sandbox import SandboxError, SandboxSpec, get_sandbox
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
-
-
-@pytest.fixture
-def public_dir() -> Iterator[Path]:
-    """A temp dir the sandbox's unprivileged uid can read (pytest's own tmp dirs are private)."""
-    path = Path(tempfile.mkdtemp(prefix="recreate-test-"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

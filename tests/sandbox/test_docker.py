@@ -9,7 +9,8 @@ import socket
 import pytest
 
 from recreate.sandbox import SandboxError, SandboxSpec, get_sandbox
-from recreate.sandbox.docker import LABEL, OWNER_LABEL, owner_label, reap_orphans
+from recreate.sandbox.docker import LABEL, OWNER_LABEL, reap_orphans
+from recreate.sandbox.process import owner_label
 
 
 @pytest.fixture

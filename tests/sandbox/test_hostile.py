@@ -203,26 +203,33 @@ def test_symlinks_cannot_carry_put_or_get_outside(open_session, tmp_path: Path) 
 _KILLED_PARENT = """
 import os, signal, sys
 from recreate.sandbox import get_sandbox, SandboxSpec
-backend, image = sys.argv[1], sys.argv[2]
-session = get_sandbox(backend, **({"image": image} if image else {})).open(SandboxSpec())
+backend, option = sys.argv[1], sys.argv[2]
+options = {"image": option} if backend == "docker" else {"base_dir": option}
+session = get_sandbox(backend, **options).open(SandboxSpec())
 session.run("sleep 4731 &", timeout=30)
 print("ready", flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
-def test_killing_the_parent_takes_the_sandbox_down(open_isolated, request: pytest.FixtureRequest) -> None:
+def test_killing_the_parent_takes_the_sandbox_down(
+    open_isolated, request: pytest.FixtureRequest, public_dir: Path
+) -> None:
     backend = open_isolated().backend
-    image = request.getfixturevalue("busybox_image") if backend == "docker" else ""
+    option = request.getfixturevalue("busybox_image") if backend == "docker" else str(public_dir)
     child = subprocess.run(
-        [sys.executable, "-c", _KILLED_PARENT, backend, image], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", _KILLED_PARENT, backend, option], capture_output=True, text=True, timeout=120
     )
     assert child.returncode == -9 and child.stdout == "ready\n", child.stderr
     assert wait_until_gone("sleep 4731", seconds=20) == []
     if backend == "docker":
         from recreate.sandbox.docker import LABEL, reap_orphans
 
-        sandbox = get_sandbox("docker", image=image)
+        sandbox = get_sandbox("docker", image=option)
         reap_orphans(sandbox.client())
         remaining = sandbox.client().api.containers(all=True, filters={"label": LABEL})
-        assert [c for c in remaining if c["Image"] == image and "sleep 4731" in str(c)] == []
+        assert [c for c in remaining if c["Image"] == option and "sleep 4731" in str(c)] == []
+    else:
+        assert len(list(public_dir.glob("recreate-bwrap-*"))) == 1  # the dead session's directory
+        get_sandbox("bwrap", base_dir=str(public_dir)).open().close()  # the next open clears it
+        assert list(public_dir.glob("recreate-bwrap-*")) == []
