@@ -35,26 +35,30 @@ def _root(
 
 
 def register() -> None:
-    """Attach sub-commands. One line per area; each module owns its own typer app."""
+    """Attach sub-commands; each area owns its commands in its own `cli` module."""
     from recreate import doctor
+    from recreate.domains import cli as domain_cli
+    from recreate.evaluation import cli as eval_cli
+    from recreate.experience import cli as experience_cli
+    from recreate.optimizer import cli as evolve_cli
+    from recreate.sandbox import cli as sandbox_cli
+    from recreate.scaffold import cli as scaffold_cli
 
     app.command("doctor")(doctor.doctor_command)
-    # -- areas register below this line --
-    app.add_typer(__import__("recreate.sandbox.cli", fromlist=["app"]).app, name="sandbox")
-    app.command("evolve")(__import__("recreate.optimizer.cli", fromlist=["x"]).evolve_command)
-    app.add_typer(__import__("recreate.domains.cli", fromlist=["app"]).app, name="domain")
-    app.add_typer(__import__("recreate.scaffold.cli", fromlist=["app"]).app, name="scaffold")
-    app.add_typer(__import__("recreate.experience.cli", fromlist=["app"]).app, name="experience")
-    app.command("eval")(__import__("recreate.evaluation.cli", fromlist=["x"]).eval_command)
+    app.command("evolve")(evolve_cli.evolve_command)
+    app.command("eval")(eval_cli.eval_command)
+    app.add_typer(scaffold_cli.app, name="scaffold")
+    app.add_typer(domain_cli.app, name="domain")
+    app.add_typer(experience_cli.app, name="experience")
+    app.add_typer(sandbox_cli.app, name="sandbox")
 
 
 def main() -> None:
     register()
     try:
-        app(standalone_mode=False)
-    except (typer.Exit, SystemExit) as exc:
-        code = exc.exit_code if isinstance(exc, typer.Exit) else exc.code
-        sys.exit(code or 0)
+        code = app(standalone_mode=False)  # returns the exit code of a typer.Exit instead of raising
+    except SystemExit as exc:
+        code = exc.code
     except Exception as exc:  # user-facing errors: one line, exit 2
         from click.exceptions import Abort, ClickException
 
@@ -67,6 +71,7 @@ def main() -> None:
             raise
         typer.echo(f"error: {_one_line(exc)}", err=True)
         sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 def _one_line(exc: Exception) -> str:

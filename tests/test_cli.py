@@ -37,3 +37,11 @@ def test_user_errors_are_one_line_exit_2(recreate_home, tmp_path):
     assert res.returncode == 2
     assert res.stderr.startswith("error: ") and "malformed TOML" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_exit_codes_of_subcommands_propagate(recreate_home):
+    assert recreate("sandbox", "run", "--backend", "bwrap", "--", "sh", "-c", "exit 7").returncode == 7
+    bad = recreate_home.parent / "bad"
+    bad.mkdir()
+    (bad / "scaffold.yaml").write_text("name: x\n")
+    assert recreate("scaffold", "validate", str(bad)).returncode == 1

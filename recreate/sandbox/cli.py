@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 
 import typer
@@ -27,7 +28,8 @@ def run_command(
     """Run one command in a fresh sandbox and print its output; exits with the command's exit code."""
     spec = SandboxSpec(image=image, network=network, memory_mb=memory_mb)
     with get_sandbox(backend).open(spec) as session:
-        result = session.run(" ".join(command), timeout=timeout)
+        # one argument is a shell line (`-- 'ls | wc -l'`); several are an argv, quoted as such
+        result = session.run(command[0] if len(command) == 1 else shlex.join(command), timeout=timeout)
     sys.stdout.write(result.stdout)
     sys.stderr.write(result.stderr)
     if result.timed_out:
