@@ -4,13 +4,15 @@
     python benchmarks/tapo_step.py --quick    # small sizes, a smoke run
 
 1. Loss: forward + backward of `compute_policy_loss` on random [B, T] log-probs (half the tokens model
-   tokens, stale behaviour), tapo vs grpo (and dapo, ctpo), interleaved repeats, median time.
-   Target: tapo <= 1.15x grpo.
+   tokens, stale behaviour), tapo vs grpo (and dapo, ctpo), interleaved repeats, median and minimum
+   CPU time (process time: on a shared machine it is far less disturbed by other processes than wall
+   time, especially with one torch thread, the default). Target: tapo <= 1.15x grpo.
 2. Trainer: one optimizer step (forward, backward, clip, AdamW) on the same tiny Llama and the same
    batch (prompt tokens masked out, completion tokens trained), our `accumulate_gradients` loop vs TRL's
    GRPOTrainer.compute_loss (generation excluded: TRL's step is fed the same prepared batch). Each side
    runs in its own process; peak memory = the rise of the process's peak RSS (VmHWM, reset before the
-   steps) or of CUDA's peak allocation on a GPU. Targets: tokens/s >= 1.0x TRL, peak memory <= 1.0x TRL.
+   steps) or of CUDA's peak allocation on a GPU. Wall and CPU time per step are both reported.
+   Targets: tokens/s >= 1.0x TRL, peak memory <= 1.0x TRL.
 """
 
 from __future__ import annotations
@@ -336,7 +338,7 @@ def main() -> None:
     if options.worker:
         print(json.dumps(worker(options.worker[0], options.worker[1], sizes)))
         return
-    console = Console()
+    console = Console(width=150)
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU, {options.threads} threads"
     figures = {}
     if options.only != "trainer":
