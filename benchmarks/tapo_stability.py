@@ -67,8 +67,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=StaleReplayConfig.warmup)
     ap.add_argument("--workers", type=int, default=2, help="processes (one torch thread each)")
     ap.add_argument("--resume", action="store_true", help="keep finished E2 jobs from results.json")
-    ap.add_argument("--report-only", action="store_true",
-                    help="rewrite tables and plots from results.json (e.g. of an interrupted sweep)")
+    ap.add_argument(
+        "--report-only",
+        action="store_true",
+        help="rewrite tables and plots from results.json (e.g. of an interrupted sweep)",
+    )
     args = ap.parse_args(argv)
     quick = args.quick
     # Jobs run in this order (most informative first), so an interrupted sweep keeps the key cells.
