@@ -21,10 +21,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
+from typing_extensions import TypedDict  # pydantic (LangGraph server schemas) needs it on 3.11
 
 from recreate.domains.base import Domain, Task
 from recreate.experience.schema import Trajectory
