@@ -210,6 +210,7 @@ def main() -> None:
         start = time.perf_counter()
         minilm(["warm up"])
         cold_load = time.perf_counter() - start
+        store.index.collection("steps")  # opened with the ingest embedding, which Chroma has persisted
         store.index.embedding = minilm  # query vectors from MiniLM (see the module docstring)
         results = Table(title=f"experience store: {count} trajectories, {args.steps_per_traj} steps each")
         for column in ("measure", "ours", "raw Chroma", "ratio"):
@@ -220,8 +221,9 @@ def main() -> None:
             results.add_row("ingest steps/s", f"{ours_rate:,.0f}", f"{raw_rate:,.0f}", ratio)
         cases = {
             "query, no filter": None,
+            "query, task filter": {"task_id": "task-7"},
             "query, domain filter": {"domain": "ds1000"},
-            "query, 2 filters": {"outcome": "failed", "error_type": "ZeroDivisionError"},
+            "query, outcome+error_type": {"outcome": "failed", "error_type": "ZeroDivisionError"},
         }
         for label, filters in cases.items():
             measure_queries(store, minilm, filters, 5)  # warm caches

@@ -18,7 +18,7 @@ import os
 import re
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -268,54 +268,59 @@ class ExperienceIndex:
             return self._query(scope, vector, None, k)
         if candidates is not None and len(candidates) <= self.brute_force_limit:
             return self._nearest_among(scope, vector, candidates, filters, k)
-        wide = [
-            h for h in self._query(scope, vector, None, k * self.overfetch) if _matches(h.metadata, filters)
-        ]
-        if len(wide) >= k:
-            return wide[:k]
+        wide = self._query(scope, vector, None, k * self.overfetch, documents=False)
+        matching = [h for h in wide if _matches(h.metadata, filters)]
+        if len(matching) >= k:
+            return self._with_documents(scope, matching[:k])
         return self._query(scope, vector, where_clause(filters), k)
 
-    def _query(self, scope: str, vector: Any, where: dict[str, Any] | None, k: int) -> list[Hit]:
+    def _query(
+        self, scope: str, vector: Any, where: dict[str, Any] | None, k: int, documents: bool = True
+    ) -> list[Hit]:
+        include = ["metadatas", "distances"] + (["documents"] if documents else [])
         found = self.collection(scope).query(
-            query_embeddings=vector, n_results=k, where=where, include=["documents", "metadatas", "distances"]
+            query_embeddings=vector, n_results=k, where=where, include=include
         )
+        texts = found["documents"][0] if documents else [""] * len(found["ids"][0])
         return [
             Hit(id=i, scope=scope, distance=float(d), document=doc or "", metadata=dict(meta or {}))
             for i, d, doc, meta in zip(
-                found["ids"][0],
-                found["distances"][0],
-                found["documents"][0],
-                found["metadatas"][0],
-                strict=True,
+                found["ids"][0], found["distances"][0], texts, found["metadatas"][0], strict=True
             )
         ]
+
+    def _with_documents(self, scope: str, hits: list[Hit]) -> list[Hit]:
+        """Fetch the documents of the few hits kept (reading them for every candidate costs more)."""
+        if not hits:
+            return hits
+        got = self.collection(scope).get(ids=[h.id for h in hits], include=["documents"])
+        texts = dict(zip(got["ids"], got["documents"], strict=True))
+        return [replace(h, document=texts.get(h.id) or "") for h in hits]
 
     def _nearest_among(
         self, scope: str, vector: Any, ids: Sequence[str], filters: dict[str, Any], k: int
     ) -> list[Hit]:
         if not ids:
             return []
-        got = self.collection(scope).get(ids=list(ids), include=["embeddings", "metadatas", "documents"])
+        got = self.collection(scope).get(ids=list(ids), include=["embeddings", "metadatas"])
         keep = [n for n, meta in enumerate(got["metadatas"]) if _matches(meta or {}, filters)]
         if not keep:
             return []
         matrix = np.asarray([got["embeddings"][n] for n in keep], dtype=np.float32)
         query = np.asarray(vector[0], dtype=np.float32)
         norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(query) or 1.0)
-        distances = 1.0 - (matrix @ query) / np.where(
-            norms == 0, 1.0, norms
-        )  # cosine, as the collections use
-        order = np.argsort(distances, kind="stable")[:k]
-        return [
+        distances = 1.0 - (matrix @ query) / np.where(norms == 0, 1.0, norms)  # cosine, like the collections
+        hits = [
             Hit(
                 id=got["ids"][keep[n]],
                 scope=scope,
                 distance=float(distances[n]),
-                document=got["documents"][keep[n]] or "",
+                document="",
                 metadata=dict(got["metadatas"][keep[n]] or {}),
             )
-            for n in order
+            for n in np.argsort(distances, kind="stable")[:k]
         ]
+        return self._with_documents(scope, hits)
 
     def ids(self, scope: str, page: int = 5000) -> set[str]:
         collection, out, offset = self.collection(scope), set(), 0

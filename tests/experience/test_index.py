@@ -173,3 +173,4 @@ def test_filtered_search_matches_chromas_own_filtering(
         raw = collection.query(query_embeddings=vector, n_results=5, where=where, include=["distances"])
         assert [round(h.distance, 4) for h in ours] == [round(d, 4) for d in raw["distances"][0]]
         assert all(all(h.metadata[k] == v for k, v in filters.items()) for h in ours)
+        assert all(h.document.startswith("python") for h in ours)
