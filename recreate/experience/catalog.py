@@ -190,6 +190,17 @@ class Catalog:
         with self._connect() as db:
             return db.execute("SELECT COUNT(*) FROM trajectories").fetchone()[0]
 
+    def size(self, filters: dict[str, Any] | None = None) -> tuple[int, int]:
+        """(trajectories, steps) matching `filters`, without loading the rows."""
+        filters = check_filters(filters)
+        where = " AND ".join(f"{key} = ?" for key in filters) or "1"
+        with self._connect() as db:
+            found = db.execute(
+                f"SELECT COUNT(*), COALESCE(SUM(n_steps), 0) FROM trajectories WHERE {where}",
+                list(filters.values()),
+            ).fetchone()
+        return int(found[0]), int(found[1])
+
     def set_indexed(self, ids: Iterable[str], value: int = 1) -> None:
         with self._connect() as db:
             db.execute("BEGIN IMMEDIATE")

@@ -264,11 +264,12 @@ class ExperienceStore:
         by_trajectory = {key: value for key, value in (filters or {}).items() if key in FILTER_KEYS}
         if scope not in ("steps", "summaries") or not by_trajectory:
             return None
+        trajectories, steps = self.catalog.size(by_trajectory)
+        if (steps if scope == "steps" else trajectories) > self.index.brute_force_limit:
+            return None
         entries = self.catalog.query(by_trajectory)
         if scope == "summaries":
             return [e.id for e in entries]
-        if sum(e.n_steps for e in entries) > self.index.brute_force_limit:
-            return None
         return [f"{e.id}#{n}" for e in entries for n in range(e.n_steps)]
 
     def memory_items(self) -> list[dict[str, Any]]:
