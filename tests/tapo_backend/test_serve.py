@@ -5,6 +5,7 @@ import os
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -154,44 +155,68 @@ def test_server_that_dies_reports_its_log(tmp_path: Path, fake_vllm: dict[str, s
         pass
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(
+needs_vllm = pytest.mark.skipif(
     not os.environ.get("TAPO_VLLM_PYTHON"), reason="set TAPO_VLLM_PYTHON to a python with vLLM"
 )
-def test_real_vllm_serves_a_merged_model(tmp_path: Path) -> None:
-    """With vLLM installed in its own environment: the merged tiny model answers chat completions."""
-    from openai import OpenAI
+VLLM_CPU_ARGS = ["--max-model-len", "256", "--dtype", "float32", "--gpu-memory-utilization", "0.2"]
+
+
+def _vllm_ready_model_and_adapter(directory: Path) -> tuple[Path, Path]:
+    """A tiny Llama vLLM accepts (head_dim 64) and a non-trivial LoRA adapter for it."""
+    from peft import LoraConfig, get_peft_model
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from .conftest import make_tokenizer
 
     tokenizer = make_tokenizer()
-    config = LlamaConfig(  # vLLM needs head_dim 64
-        vocab_size=len(tokenizer),
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(directory / "model")
+    tokenizer.save_pretrained(directory / "model")
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    base = LlamaForCausalLM.from_pretrained(directory / "model")
+    get_peft_model(base, lora).save_pretrained(directory / "adapter")
+    return directory / "model", directory / "adapter"
+
+
+def _chat(server: VLLMServer, model: str) -> Any:
+    from openai import OpenAI
+
+    client = OpenAI(base_url=server.base_url, api_key="unused")
+    return client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=5, logprobs=True
     )
-    LlamaForCausalLM(config).save_pretrained(tmp_path / "model")
-    tokenizer.save_pretrained(tmp_path / "model")
+
+
+@pytest.mark.slow
+@needs_vllm
+def test_real_vllm_serves_a_merged_model(tmp_path: Path) -> None:
+    """With vLLM installed in its own environment: the merged model answers chat completions."""
+    _, adapter = _vllm_ready_model_and_adapter(tmp_path)
+    merged = merge_lora(adapter, tmp_path / "merged")
     port = _free_port()
+    python = os.environ["TAPO_VLLM_PYTHON"]
     command = vllm_command(
-        tmp_path / "model",
-        port=port,
-        python=os.environ["TAPO_VLLM_PYTHON"],
-        served_model_name="tiny",
-        extra_args=["--max-model-len", "256", "--dtype", "float32", "--gpu-memory-utilization", "0.2"],
+        merged, port=port, python=python, served_model_name="tiny", extra_args=VLLM_CPU_ARGS
     )
     with VLLMServer(command, port=port, log_path=tmp_path / "vllm.log", startup_timeout_s=400) as server:
         assert server.models() == ["tiny"]
-        client = OpenAI(base_url=server.base_url, api_key="unused")
-        reply = client.chat.completions.create(
-            model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=5, logprobs=True
-        )
-        assert reply.choices[0].logprobs is not None
+        assert _chat(server, "tiny").choices[0].logprobs is not None
+
+
+@pytest.mark.slow
+@needs_vllm
+def test_real_vllm_serves_a_lora_adapter(tmp_path: Path) -> None:
+    model, adapter = _vllm_ready_model_and_adapter(tmp_path)
+    port = _free_port()
+    python = os.environ["TAPO_VLLM_PYTHON"]
+    command = vllm_command(model, adapter=adapter, port=port, python=python, served_model_name="tiny",
+                           extra_args=VLLM_CPU_ARGS)  # fmt: skip
+    with VLLMServer(command, port=port, log_path=tmp_path / "vllm.log", startup_timeout_s=400) as server:
+        assert server.models() == ["tiny", "tapo"]
+        assert _chat(server, "tapo").choices[0].logprobs is not None
