@@ -1,0 +1,90 @@
+"""The ReCreate-Agent's view of a run under each ablation, checked on the real requests it sends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from recreate.domains import get_domain
+from recreate.experience.schema import Evaluation, Outcome, Trajectory
+from recreate.experience.store import ExperienceStore
+from recreate.models import make_chat_model
+from recreate.optimizer.reflect import Ablations, reflect_on_run
+from recreate.scaffold import load_scaffold
+from recreate.testing import text, tool_call
+from tests.optimizer.script import EVALUATOR, GOOD_OPS, WORDS
+
+REPO = Path(__file__).resolve().parents[2]
+FEEDBACK = "expected 'alpha', got 'Alpha': answers must match exactly"
+
+
+@pytest.fixture
+def run(recreate_home):
+    store = ExperienceStore(recreate_home / "experience", embedding="hash")
+    traj = Trajectory(
+        task_id="alpha",
+        domain="jsonl",
+        outcome=Outcome(exit_status="submitted", submission="Alpha"),
+        evaluation=Evaluation(score=0.0, passed=False, feedback=FEEDBACK),
+    )
+    store.add(traj)
+    return traj, store
+
+
+@pytest.mark.parametrize(
+    ("ablations", "absent", "present"),
+    [
+        (Ablations(), set(), {"read_trajectory", "run_in_environment", "test_tool", "search_experience"}),
+        (Ablations(no_trajectory=True), {"read_trajectory", "compare"}, {"run_in_environment"}),
+        (Ablations(no_environment=True), {"run_in_environment", "test_tool"}, {"read_trajectory"}),
+        (Ablations(no_eval_details=True), set(), {"read_trajectory"}),
+        (Ablations(no_guidance=True), set(), {"propose"}),
+    ],
+)
+def test_ablations_change_what_the_meta_agent_sees(run, openai_server, ablations, absent, present):
+    traj, store = run
+    openai_server.enqueue(tool_call("propose", {"ops": GOOD_OPS[:1], "diagnosis": "case"}), text("done"))
+    domain = get_domain("jsonl", data=WORDS / "tasks.jsonl", evaluator=EVALUATOR)
+    proposal = reflect_on_run(
+        traj,
+        scaffold=load_scaffold(REPO / "scaffolds" / "minimal"),
+        domain=domain,
+        task=domain.tasks()[0],
+        model=make_chat_model(f"scripted@{openai_server.url}", role="optimizer"),
+        experience=store,
+        sandbox="bwrap",
+        ablations=ablations,
+    )
+    assert proposal.status == "ok" and proposal.ops[0]["id"] == "lower"
+    first = openai_server.requests[0]
+    tools = {t["function"]["name"] for t in first["tools"]}
+    assert present <= tools and not absent & tools
+    system, brief = first["messages"][0]["content"], first["messages"][1]["content"]
+    assert ("How to write good edits" in system) is not ablations.no_guidance
+    assert (FEEDBACK in brief) is not ablations.no_eval_details
+    assert "score=0.0" in brief  # the outcome itself is always visible
+
+
+@pytest.mark.parametrize("hidden", [False, True])
+def test_no_eval_details_hides_feedback_from_the_inspection_tools(run, openai_server, hidden):
+    traj, store = run
+    openai_server.enqueue(
+        tool_call("read_trajectory", {"trajectory_id": traj.trajectory_id, "view": "evaluation"}),
+        tool_call("propose", {"ops": [], "diagnosis": "nothing", "cause": "none"}),
+        text("done"),
+    )
+    domain = get_domain("jsonl", data=WORDS / "tasks.jsonl", evaluator=EVALUATOR)
+    reflect_on_run(
+        traj,
+        scaffold=load_scaffold(REPO / "scaffolds" / "minimal"),
+        domain=domain,
+        task=domain.tasks()[0],
+        model=make_chat_model(f"scripted@{openai_server.url}", role="optimizer"),
+        experience=store,
+        sandbox="bwrap",
+        ablations=Ablations(no_eval_details=hidden),
+    )
+    view = next(m["content"] for m in openai_server.requests[1]["messages"] if m["role"] == "tool")
+    assert ("must match exactly" in view) is not hidden
+    assert ("not available" in view) is hidden
