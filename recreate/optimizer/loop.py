@@ -30,6 +30,7 @@ from typing_extensions import TypedDict  # pydantic (LangGraph server schemas) n
 from recreate.domains.base import Domain, Task
 from recreate.experience.schema import Trajectory
 from recreate.models import BudgetExceeded
+from recreate.optimizer.counters import memory_votes
 from recreate.optimizer.gate import paired_gate
 from recreate.optimizer.proposals import Proposal
 from recreate.optimizer.reflect import Ablations, reflect_on_run
@@ -211,6 +212,9 @@ class EvolveLoop:
                     size_budget=self.config.size_budget,
                 ),
             )
+        if patch.status == "ok":
+            runs = [self.experience.get(r["trajectory_id"]) for r in state["results"] if r["round"] == rnd]
+            patch.ops = memory_votes(scaffold, runs) + patch.ops
         return {"patches": [{"round": rnd, **patch.model_dump(mode="json")}]}
 
     def gate(self, state: EvolveState) -> dict[str, Any]:

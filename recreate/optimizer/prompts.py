@@ -44,7 +44,8 @@ of the same domain agent. Merge them into ONE domain-level patch for the current
 - keep what recurs across runs or clearly generalises; drop what is specific to a single case;
 - resolve conflicts (two rules that say opposite things, duplicate tools): keep the better-evidenced one;
 - promote memory items that keep helping into rules or tools;
-- update helpful/harmful counters with `vote` ops where the evidence says so;
+- the counters (+helpful/-harmful) of memory items are updated from the runs that retrieved them;
+  use `vote` ops for rules where the evidence says so, and drop items that keep hurting;
 - keep the scaffold within its size budget: {size_budget}. Current size: {current_size} characters.
   Do not collapse it into a tiny prompt and do not let it grow without bound: merge or remove instead.
 You see every proposal in full, including tool code and memory items. Call `submit_patch` once with the
