@@ -65,7 +65,8 @@ def view_scaffold_tool(scaffold: Scaffold) -> BaseTool:
                 or "(none)"
             )
         if component == "memory":
-            return "\n".join(f"[{m.id}] (+{m.helpful}/-{m.harmful}) {m.title}: {m.content}" for m in scaffold.memory) or "(none)"
+            items = [f"[{m.id}] (+{m.helpful}/-{m.harmful}) {m.title}: {m.content}" for m in scaffold.memory]
+            return "\n".join(items) or "(none)"
         if component == "tools":
             return "\n".join(f"{t.name}: {t.description}" for t in scaffold.tools) or "(none)"
         if component.startswith("tool:"):
