@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +18,7 @@ from pathlib import Path
 
 from recreate.sandbox.base import Result, SandboxError, SandboxSpec
 from recreate.sandbox.host import HostSession
-from recreate.sandbox.process import kill_tree, limit_args, run_process, sandbox_uid
+from recreate.sandbox.process import kill_tree, limit_args, run_process, sandbox_uid, wait_readable
 from recreate.sandbox.shell import sandbox_env, shell_argv
 
 INSIDE_ID = "65534"
@@ -171,7 +170,7 @@ def check_visible(path: Path, what: str) -> None:
 def _read_info(fd: int) -> dict | None:
     """bwrap writes a JSON object (child pid, namespaces) on its info fd; EOF or silence means failure."""
     data = b""
-    while select.select([fd], [], [], _STARTUP_TIMEOUT)[0]:
+    while wait_readable(fd, _STARTUP_TIMEOUT):
         chunk = os.read(fd, 4096)
         if not chunk:
             return None
@@ -185,8 +184,7 @@ def _read_info(fd: int) -> dict | None:
 
 def _wait_ready(keeper: subprocess.Popen[bytes]) -> bool:
     assert keeper.stdout is not None
-    readable, _, _ = select.select([keeper.stdout], [], [], _STARTUP_TIMEOUT)
-    ready = bool(readable) and keeper.stdout.readline() == b"ready\n"
+    ready = wait_readable(keeper.stdout, _STARTUP_TIMEOUT) and keeper.stdout.readline() == b"ready\n"
     keeper.stdout.close()
     return ready
 

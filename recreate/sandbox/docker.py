@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import io
 import posixpath
-import select
 import socket
 import struct
 import tarfile
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from recreate.sandbox.base import Result, SandboxError, SandboxSpec
-from recreate.sandbox.process import CappedOutput, make_result, owner_alive, owner_label
+from recreate.sandbox.process import CappedOutput, make_result, owner_alive, owner_label, wait_readable
 from recreate.sandbox.shell import sandbox_env, shell_argv
 from recreate.sandbox.workspace import as_bytes, workspace_parts
 
@@ -244,8 +243,7 @@ def _read_frames(raw: socket.socket, sinks: dict[int, CappedOutput], deadline: f
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
             return False
-        readable, _, _ = select.select([raw], [], [], remaining)
-        if not readable:
+        if not wait_readable(raw, remaining):
             return False
         chunk = raw.recv(65536)
         if not chunk:

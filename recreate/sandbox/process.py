@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import select
 import selectors
 import signal
 import socket
@@ -16,6 +17,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from recreate.sandbox.base import Result, SandboxSpec
 
@@ -228,3 +230,11 @@ def _drain(outputs: dict[int, CappedOutput]) -> None:
         with contextlib.suppress(BlockingIOError, OSError):
             while time.perf_counter() < stop and _read_into(fd, sink):
                 pass
+
+
+def wait_readable(fd: int | IO[bytes] | socket.socket, timeout: float) -> bool:
+    """True once `fd` (an fd or an object with fileno()) is readable or closed, False on timeout.
+    poll, not select: select fails on descriptors numbered 1024 and up."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    return bool(poller.poll(max(0.0, timeout) * 1000))

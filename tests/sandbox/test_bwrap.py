@@ -86,3 +86,20 @@ def test_a_killed_sandbox_says_so() -> None:
         session._keeper.wait()
         with pytest.raises(SandboxError, match="exited"):
             session.run("true", timeout=30)
+
+
+def test_sessions_open_when_the_process_holds_over_1024_descriptors():
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 2048:
+        pytest.skip(f"hard RLIMIT_NOFILE is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2048), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        with get_sandbox("bwrap").open(SandboxSpec()) as session:
+            assert session.run("echo high-fd", timeout=20).stdout.strip() == "high-fd"
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
