@@ -195,13 +195,15 @@ class ReCreateOptimizer:
             run_id=run_id,
             allow_train_as_val=allow_train_as_val,
         )
-        resume = graph.get_state(cfg).next
         stopped = None
         try:
+            resume = graph.get_state(cfg).next
             graph.invoke(None if resume else {}, cfg)
         except BudgetExceeded as exc:
             stopped = str(exc)
-        state = graph.get_state(cfg).values
+        finally:
+            state = graph.get_state(cfg).values
+            graph.checkpointer.conn.close()
         result = EvolveResult(
             run_id=cfg["configurable"]["thread_id"],
             run_dir=loop.run_dir,
