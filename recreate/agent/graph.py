@@ -32,7 +32,7 @@ from langgraph.types import Command
 
 from recreate.agent.actions import parse_reply, runtime_instructions
 from recreate.agent.recorder import TrajectoryRecorder, model_info, step_record
-from recreate.agent.toolbox import ActionError, ToolBox, open_session, tool_specs
+from recreate.agent.toolbox import ActionError, ToolBox, tool_specs
 from recreate.experience.schema import SandboxInfo, Trajectory, new_id, utcnow
 from recreate.models import BudgetExceeded, LedgerCallback, UsageLedger
 from recreate.redact import redact
@@ -268,7 +268,7 @@ class DomainAgent:
     def _attach(self, tid: str, session: Session | None) -> None:
         owned = session is None
         if owned:
-            session = open_session(self.sandbox, self.sandbox_spec)
+            session = self.sandbox.open(self.sandbox_spec)
         toolbox = ToolBox(self.scaffold, session)
         try:
             toolbox.install()

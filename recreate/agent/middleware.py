@@ -21,7 +21,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 
 from recreate.agent.actions import runtime_instructions
 from recreate.agent.factory import resolve_sandbox
-from recreate.agent.toolbox import ToolBox, format_memory, open_session, search_memory, tool_specs
+from recreate.agent.toolbox import ToolBox, format_memory, search_memory, tool_specs
 from recreate.sandbox.base import Sandbox, SandboxSpec, Session
 from recreate.scaffold import Scaffold, load_scaffold
 from recreate.scaffold.render import render_system
@@ -82,7 +82,7 @@ class ScaffoldMiddleware(AgentMiddleware):
     def _box(self) -> ToolBox:
         with self._lock:
             if self._toolbox is None:
-                toolbox = ToolBox(self.scaffold, open_session(self.sandbox, self.sandbox_spec))
+                toolbox = ToolBox(self.scaffold, self.sandbox.open(self.sandbox_spec))
                 toolbox.install()
                 self._toolbox = toolbox
             return self._toolbox

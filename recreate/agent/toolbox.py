@@ -8,14 +8,13 @@ sandbox observed, and the submission when the action was `submit`.
 from __future__ import annotations
 
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
 
 from recreate.experience.schema import Observation
-from recreate.sandbox.base import Result, Sandbox, SandboxSpec, Session
+from recreate.sandbox.base import Result, Session
 from recreate.scaffold.model import MemoryItem, Scaffold, Tool
 from recreate.scaffold.validate import install_tools
 
@@ -51,14 +50,6 @@ MEMORY_SPEC = {
 }
 
 
-_OPENER = ThreadPoolExecutor(max_workers=8, thread_name_prefix="recreate-sandbox-open")
-
-
-def open_session(sandbox: Sandbox, spec: SandboxSpec) -> Session:
-    """Open a session from a long-lived thread. bwrap's --die-with-parent (PR_SET_PDEATHSIG) kills a
-    sandbox when the *thread* that started it exits, and LangGraph runs nodes and tools on worker
-    threads that may end before the session does."""
-    return _OPENER.submit(sandbox.open, spec).result()
 
 
 class ActionError(ValueError):

@@ -17,6 +17,7 @@ from typing import Any
 
 from recreate.domains.base import Evaluation, Split, Task
 from recreate.domains.splits import SplitPlan, check_unique_ids, select
+from recreate.sandbox import fresh_session
 from recreate.sandbox.base import Result, Sandbox, SandboxSpec, Session
 
 MAX_SUBMISSION_BYTES = 256 * 1024  # a real answer or solution is far smaller; beyond this it is junk
@@ -183,7 +184,7 @@ def run_check(
     order into the report, so output of the judged code cannot pose as the verdict by accident."""
     marker = "RECREATE-VERDICT-" + secrets.token_hex(8)
     try:
-        with sandbox.open(spec) as session:
+        with fresh_session(sandbox, spec) as session:
             session.put("check.py", (CHECKS_DIR / script).read_bytes())
             session.put("marker.txt", marker)
             for name, data in files.items():

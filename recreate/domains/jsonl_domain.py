@@ -39,6 +39,7 @@ from recreate.domains.common import (
     zero,
 )
 from recreate.domains.splits import SplitPlan
+from recreate.sandbox import fresh_session
 from recreate.sandbox.base import Sandbox, SandboxSpec
 
 EXPECTED_FIELDS = ("expected", "expected_answer", "answer", "reference")
@@ -155,7 +156,7 @@ class JsonlDomain(TaskFileDomain):
         )
         record = {"id": task.id, "task": task.prompt, "expected": task.reference, "metadata": task.metadata}
         try:
-            with sandbox.open(spec) as session:
+            with fresh_session(sandbox, spec) as session:
                 session.put("submission.txt", submission)
                 session.put("task.json", json.dumps(record))
                 result = session.run(self.command, timeout=self.timeout)

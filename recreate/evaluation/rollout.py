@@ -24,12 +24,12 @@ from langchain_core.language_models import BaseChatModel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from recreate.agent import AgentContext, build_domain_agent
-from recreate.agent.toolbox import open_session
 from recreate.config import load_settings
 from recreate.domains.base import Domain, Task
 from recreate.experience.schema import Evaluation, Trajectory, load_trajectory, new_id
 from recreate.models import UsageLedger
 from recreate.redact import redact
+from recreate.sandbox import fresh_session
 from recreate.sandbox.base import Sandbox, SandboxSpec
 from recreate.sandbox.shell import DEFAULT_PATH
 from recreate.scaffold import Scaffold, load_scaffold
@@ -172,7 +172,7 @@ class Rollouts:
             },
         }
         try:
-            with open_session(self.agent.sandbox, self.agent.sandbox_spec) as session:
+            with fresh_session(self.agent.sandbox, self.agent.sandbox_spec) as session:
                 self.domain.prepare(task, session)
                 final = self.graph.invoke(state, context=AgentContext(session=session))
             return self.agent.trajectory(final)

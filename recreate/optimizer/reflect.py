@@ -18,13 +18,12 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.errors import GraphRecursionError
 from pydantic import BaseModel, Field
 
-from recreate.agent.toolbox import open_session
 from recreate.domains.base import Domain, Task
 from recreate.experience.schema import Trajectory
 from recreate.experience.tools import experience_tools
 from recreate.optimizer.prompts import GUIDANCE, REFLECT, ops_reference
 from recreate.optimizer.proposals import Proposal, ProposalBox, propose_tool
-from recreate.sandbox import SandboxSpec, Session
+from recreate.sandbox import SandboxSpec, Session, close_soon
 from recreate.scaffold import Scaffold, Tool
 
 OUTPUT_CHARS = 4000
@@ -90,7 +89,7 @@ class TaskEnvironment:
 
     def session(self) -> Session:
         if self._session is None:
-            self._session = open_session(self.sandbox, self.spec or SandboxSpec())
+            self._session = self.sandbox.open(self.spec or SandboxSpec())
             self.domain.prepare(self.task, self._session)
         return self._session
 
@@ -133,7 +132,7 @@ class TaskEnvironment:
 
     def close(self) -> None:
         if self._session is not None:
-            self._session.close()
+            close_soon(self._session)
             self._session = None
 
 

@@ -103,3 +103,14 @@ def test_sessions_open_when_the_process_holds_over_1024_descriptors():
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_session_outlives_the_thread_that_opened_it():
+    import threading
+
+    opened = {}
+    opener = threading.Thread(target=lambda: opened.update(session=get_sandbox("bwrap").open(SandboxSpec())))
+    opener.start()
+    opener.join()  # bwrap's --die-with-parent watches a thread; ours must not be that thread
+    with opened["session"] as session:
+        assert session.run("echo alive", timeout=20).stdout.strip() == "alive"
