@@ -134,6 +134,13 @@ class Catalog:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
 
+    def close(self) -> None:
+        """Close this thread's connection (other threads' connections close when they are freed)."""
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
         db = getattr(self._local, "db", None)

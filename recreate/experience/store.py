@@ -111,6 +111,20 @@ class ExperienceStore:
         self._index: ExperienceIndex | None = None
         self._index_lock = threading.Lock()
 
+    def close(self) -> None:
+        """Release the catalog connection and the Chroma client; the store reopens them on next use."""
+        self.catalog.close()
+        with self._index_lock:
+            if self._index is not None:
+                self._index.client.close()
+                self._index = None
+
+    def __enter__(self) -> ExperienceStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     @property
     def index(self) -> ExperienceIndex:
         with self._index_lock:
