@@ -173,7 +173,12 @@ class ReCreateOptimizer:
                     )
                 runner = runners[key]
             hit = runner.cached(task, seed)
-            return (hit, True) if hit is not None else (runner.run(task, seed), False)
+            if hit is None:
+                return runner.run(task, seed), False
+            with lock:  # a kill between caching a rollout and storing it must not lose it from experience
+                if self.experience.catalog.get(hit.trajectory_id) is None:
+                    self.experience.add(hit)
+            return hit, True
 
         return rollout
 

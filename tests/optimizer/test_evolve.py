@@ -127,3 +127,30 @@ def test_langgraph_server_factory_builds_a_runnable_evolve_graph(recreate_home, 
         True,
         True,
     ]
+
+
+def test_a_rollout_cached_but_not_stored_before_a_kill_is_stored_on_resume(
+    recreate_home, openai_server, domain
+):
+    from recreate.evaluation import RolloutCache, Rollouts
+    from recreate.optimizer.loop import task_seed
+    from recreate.scaffold import load_scaffold
+
+    openai_server.responder = responder
+    val = domain.tasks("val")
+    model = f"scripted@{openai_server.url}"
+    cached_only = Rollouts(
+        load_scaffold(SEED),
+        domain,
+        model=model,
+        sandbox="bwrap",
+        store=None,
+        cache=RolloutCache(recreate_home / "rollouts"),
+    )
+    orphan = cached_only.run(
+        val[0], task_seed(0, "val", val[0].id)
+    )  # the kill window: cache.put, no store.add
+    opt = optimizer(recreate_home, openai_server.url, rounds=1)
+    result = opt.optimize(seed=SEED, domain=domain, trainset=domain.tasks("train"), valset=val)
+    assert result.finished
+    assert opt.experience.get(orphan.trajectory_id).task_id == val[0].id
