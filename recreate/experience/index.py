@@ -258,8 +258,8 @@ class ExperienceIndex:
         Chroma's own `where` filtering scans metadata and is slow on large collections (~1 s at 100k
         steps), so filtered searches take a faster exact route when one exists: brute force over
         `candidates` (ids the caller knows to be a superset of the matches, e.g. from the catalog) when
-        there are few, else the unfiltered top `k * OVERFETCH` filtered here, which holds the true top k
-        whenever at least k of them match. Only when neither applies does Chroma filter.
+        there are few, else the unfiltered top `k * OVERFETCH` filtered here (as approximate as the HNSW
+        ranking it comes from) when at least k of them match. Only when neither applies does Chroma filter.
         """
         allowed = {"steps": STEP_FILTER_KEYS, "summaries": FILTER_KEYS, "memory": MEMORY_FILTER_KEYS}[scope]
         filters = check_filters(filters, allowed)
