@@ -77,7 +77,9 @@ class ReCreateOptimizer:
         from recreate.models import LedgerCallback
 
         name = getattr(spec, "model_name", None) or type(spec).__name__
-        return spec.with_config(callbacks=[LedgerCallback(ledger, role, name)])  # type: ignore[return-value]
+        # a copy with the ledger among its own callbacks: a with_config binding loses them at bind_tools
+        callbacks = [*(spec.callbacks or []), LedgerCallback(ledger, role, name)]  # type: ignore[misc]
+        return spec.model_copy(update={"callbacks": callbacks})
 
     def build(
         self,

@@ -154,3 +154,25 @@ def test_a_rollout_cached_but_not_stored_before_a_kill_is_stored_on_resume(
     result = opt.optimize(seed=SEED, domain=domain, trainset=domain.tasks("train"), valset=val)
     assert result.finished
     assert opt.experience.get(orphan.trajectory_id).task_id == val[0].id
+
+
+def test_chat_model_instances_work_and_are_billed_per_role(recreate_home, openai_server, domain):
+    from langchain_openai import ChatOpenAI
+
+    openai_server.responder = responder
+    chat = ChatOpenAI(model="scripted", base_url=openai_server.url, api_key="unused", max_retries=2)
+    opt = ReCreateOptimizer(
+        optimizer_model=chat,
+        agent_model=chat,
+        sandbox="bwrap",
+        max_concurrency=4,
+        home=recreate_home,
+        experience=ExperienceStore(recreate_home / "experience", embedding="hash"),
+        config=EvolveConfig(rounds=1, batch_size=2),
+    )
+    result = opt.optimize(
+        seed=SEED, domain=domain, trainset=domain.tasks("train"), valset=domain.tasks("val")
+    )
+    assert [h["accepted"] for h in result.history] == [True, True]
+    assert {"agent", "optimizer", "synthesis"} <= set(result.usage)
+    assert sum(r["calls"] for r in result.usage.values()) == len(openai_server.requests)
