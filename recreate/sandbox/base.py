@@ -6,6 +6,7 @@ in and out of the session's workspace; `close()` kills everything the session st
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol, runtime_checkable
@@ -79,3 +80,28 @@ class Sandbox(Protocol):
     def available(self) -> tuple[bool, str]:
         """(works here?, reason or fix)."""
         ...
+
+
+class ClosingSession:
+    """Lifecycle plumbing shared by the backends' sessions: a context manager, a best-effort close
+    when garbage-collected, and a clear error for use after close. Subclasses define `close()`."""
+
+    backend: str
+    closed: bool = False
+
+    def close(self) -> None:  # overridden by every backend
+        self.closed = True
+
+    def __enter__(self) -> ClosingSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise SandboxError(f"this {self.backend} session is closed")

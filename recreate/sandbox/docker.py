@@ -19,7 +19,7 @@ import uuid
 from pathlib import Path
 from typing import IO, Any
 
-from recreate.sandbox.base import Result, SandboxError, SandboxSpec
+from recreate.sandbox.base import ClosingSession, Result, SandboxError, SandboxSpec
 from recreate.sandbox.process import CappedOutput, make_result, owner_alive, owner_label, wait_readable
 from recreate.sandbox.shell import sandbox_env, shell_argv
 from recreate.sandbox.workspace import as_bytes, workspace_parts
@@ -63,7 +63,7 @@ def reap_orphans(client: Any) -> list[str]:
     return removed
 
 
-class DockerSession:
+class DockerSession(ClosingSession):
     backend = "docker"
 
     def __init__(self, client: Any, spec: SandboxSpec, image: str):
@@ -185,20 +185,6 @@ class DockerSession:
         if self.id is not None:
             with contextlib.suppress(Exception):
                 self.api.remove_container(self.id, force=True)
-
-    def __enter__(self) -> DockerSession:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            self.close()
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise SandboxError("this docker session is closed")
 
     def _check_inside(self, parts: list[str]) -> None:
         """Refuse paths that are, or pass through, symlinks leading out of the workspace."""

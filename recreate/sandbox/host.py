@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import IO
 
-from recreate.sandbox.base import Result, SandboxError, SandboxSpec
+from recreate.sandbox.base import ClosingSession, Result, SandboxError, SandboxSpec
 from recreate.sandbox.process import owner_alive, owner_label
 from recreate.sandbox.workspace import as_bytes, read_file, workspace_parts, write_file
 
@@ -24,7 +24,7 @@ _OPEN_SESSIONS: weakref.WeakSet[HostSession] = weakref.WeakSet()
 _reaped: set[tuple[str, str | None]] = set()
 
 
-class HostSession(ABC):
+class HostSession(ClosingSession, ABC):
     """A private session directory (`workspace/`, `tmp/`) owned by the session's uid.
 
     Subclasses say how a command is started (`_launch`) and what else `close()` must stop (`_stop`).
@@ -80,20 +80,6 @@ class HostSession(ABC):
                 kill_uid(self.uid)
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
-
-    def __enter__(self) -> HostSession:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            self.close()
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise SandboxError(f"this {self.backend} session is closed")
 
     @abstractmethod
     def _launch(self, cmd: str, timeout: float, env: dict[str, str] | None) -> Result:
