@@ -43,15 +43,17 @@ def kill_then_resume(server, argv: list[str], home: Path, cwd: Path, after: int,
     Returns (task ids finished before the kill, the second run's CompletedProcess, its model requests)."""
     cache = home / "rollouts"
     proc = subprocess.Popen(argv, env=_env(home), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    results = home / "evals" / "cli-run" / "results.json"
     deadline = time.time() + 240
-    while len(list(cache.rglob("*.json"))) < after:
+    # a rollout is cached a moment before results.json records it: wait for both, then kill
+    while len(list(cache.rglob("*.json"))) < after or not results.exists():
         assert proc.poll() is None, proc.stdout.read().decode()
         assert time.time() < deadline, "no rollout finished in time"
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     finished = {json.loads(p.read_text())["task_id"] for p in cache.rglob("*.json")}
-    partial = json.loads((home / "evals" / "cli-run" / "results.json").read_text())
+    partial = json.loads(results.read_text())
     assert partial["complete"] is False and len(partial["tasks"]) >= 1
     before = len(server.requests)
     server.responder = responder
