@@ -8,6 +8,7 @@ set -euo pipefail
 
 action=${1:?usage: podman_service.sh start|stop DIR}
 dir=${2:?usage: podman_service.sh start|stop DIR}
+mkdir -p "$dir" && dir=$(cd "$dir" && pwd)  # absolute: the service runs from inside it
 sock="$dir/podman.sock"
 pidfile="$dir/podman.pid"
 
@@ -17,8 +18,9 @@ start)
     mkdir -p "$dir"
     printf '[containers]\ndefault_ulimits = []\n' >"$dir/containers.conf"
     runtime=$(command -v runc || true)
-    CONTAINERS_CONF="$dir/containers.conf" setsid podman ${runtime:+--runtime "$runtime"} \
-        system service --time=0 "unix://$sock" >"$dir/podman.log" 2>&1 &
+    # run from $dir: conmon leaves an `oom` marker file in the service's working directory
+    (cd "$dir" && CONTAINERS_CONF="$dir/containers.conf" exec setsid podman ${runtime:+--runtime "$runtime"} \
+        system service --time=0 "unix://$sock" >"$dir/podman.log" 2>&1) &
     echo $! >"$pidfile"
     for _ in $(seq 1 300); do
         if [ -S "$sock" ] && podman --url "unix://$sock" version >/dev/null 2>&1; then
