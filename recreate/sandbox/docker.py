@@ -1,9 +1,10 @@
 """`docker`: one container per session through the Docker Engine API (Docker, or Podman's API service).
 
-The container's main process waits on its stdin, which is attached to our process: if we die, the
-connection drops, the process exits and the engine removes the container (`auto_remove`). Containers
-are labelled with their owner (host, pid, process start time); `reap_orphans` removes ours whose
-owner is gone, and never touches anything else.
+The container's main process is a command server attached to our process (`docker_channel`): commands
+go over the attach stream instead of one engine exec each. If we die, the connection drops, the server
+exits and the engine removes the container (`auto_remove`). Containers are labelled with their owner
+(host, pid, process start time); `reap_orphans` removes ours whose owner is gone, and never touches
+anything else.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import posixpath
+import shlex
 import socket
 import struct
 import tarfile
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from recreate.sandbox.base import ClosingSession, Result, SandboxError, SandboxSpec
+from recreate.sandbox.docker_channel import PID_FILE, SERVER, CommandChannel
 from recreate.sandbox.process import CappedOutput, make_result, owner_alive, owner_label, wait_readable
 from recreate.sandbox.shell import sandbox_env, shell_argv
 from recreate.sandbox.workspace import as_bytes, workspace_parts
@@ -71,7 +74,7 @@ class DockerSession(ClosingSession):
         self.workdir = spec.workdir
         self.closed = False
         self.id: str | None = None
-        self._keeper_socket: Any = None
+        self.channel: CommandChannel | None = None
         try:
             self._create(image)
         except BaseException:
@@ -87,18 +90,20 @@ class DockerSession(ClosingSession):
             pids_limit=spec.max_processes,
             nano_cpus=int(spec.cpus * 1e9),
             auto_remove=True,
+            log_config={"Type": "none"},  # output goes to us over the attach stream, never to a log file
             init=True,  # an init process reaps the orphans that killed commands leave behind
             cap_drop=["ALL"],
+            cap_add=["SETUID", "SETGID"],  # only for the server to drop each command to INSIDE_ID
             security_opt=["no-new-privileges"],
             tmpfs={"/tmp": f"size={spec.max_file_mb}m,mode=1777"},
         )
         labels = {**spec.labels, LABEL: "1", OWNER_LABEL: owner_label()}
         created = self.api.create_container(
             image,
-            ["/bin/sh", "-c", "read _"],
+            ["/bin/sh", "-c", SERVER],
             stdin_open=True,
             detach=False,
-            user=f"{INSIDE_ID}:{INSIDE_ID}",
+            user="0:0",
             working_dir=spec.workdir,
             labels=labels,
             host_config=host_config,
@@ -106,17 +111,42 @@ class DockerSession(ClosingSession):
         )
         self.id = created["Id"]
         self._put_archive("/", _tar_dirs(spec.workdir))
-        self._keeper_socket = self.api.attach_socket(self.id, params={"stdin": 1, "stream": 1})
+        attached = self.api.attach_socket(self.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+        self.channel = CommandChannel(_raw_socket(attached))
         self.api.start(self.id)
+        self.channel.wait_ready()
 
     def run(self, cmd: str, *, timeout: float = 60.0, env: dict[str, str] | None = None) -> Result:
         self._check_open()
         started = time.perf_counter()
-        token = uuid.uuid4().hex
         full_env = sandbox_env(self.workdir, self.spec.env, env)
         inner = shell_argv(cmd, _STATE if self.spec.persistent else None, env)
         limits = f"ulimit -t {self.spec.cpu_seconds} -f {self.spec.max_file_mb * 2048} 2>/dev/null"
-        wrapper = f'echo $$ >{_PID_FILE}{token}; {limits}; exec "$@"'
+        out, err = CappedOutput(self.spec.output_limit), CappedOutput(self.spec.output_limit)
+        if self.channel is not None and self.channel.usable:
+            assignments = [f"{name}={value}" for name, value in full_env.items()]
+            command = shlex.join(["env", "-i", *assignments, *inner])
+            script = f"cd {shlex.quote(self.workdir)} || exit 126\n{limits}\nexec {command}\n"
+            code, finished = self.channel.run(script, out, err, started + timeout)
+            if not finished:
+                self._kill_command(PID_FILE)
+                self.channel.finish(_DRAIN_SECONDS)
+            return make_result(out, err, code, started, timed_out=not finished)
+        return self._run_exec(inner, full_env, limits, out, err, started, timeout)
+
+    def _run_exec(
+        self,
+        inner: list[str],
+        full_env: dict[str, str],
+        limits: str,
+        out: CappedOutput,
+        err: CappedOutput,
+        started: float,
+        timeout: float,
+    ) -> Result:
+        """One engine exec per command: for images whose server cannot drop privileges."""
+        pid_file = f"{_PID_FILE}{uuid.uuid4().hex}"
+        wrapper = f'echo $$ >{pid_file}; {limits}; exec "$@"'
         try:
             exec_id = self.api.exec_create(
                 self.id,
@@ -128,11 +158,10 @@ class DockerSession(ClosingSession):
             stream = self.api.exec_start(exec_id, socket=True)
         except Exception as exc:  # API errors (docker.errors) or a lost connection (requests)
             raise SandboxError(f"the container of this session is not usable any more: {exc}") from exc
-        out, err = CappedOutput(self.spec.output_limit), CappedOutput(self.spec.output_limit)
         raw = _raw_socket(stream)
         timed_out = not _read_frames(raw, {1: out, 2: err}, started + timeout)
         if timed_out:
-            self._kill_command(token)
+            self._kill_command(pid_file)
             # Let the exec end on its own: an exec stream cut while running leaves Podman waiting ~5 s
             # on its exit file at the next kill/remove.
             _read_frames(raw, {}, time.perf_counter() + _DRAIN_SECONDS)
@@ -179,9 +208,9 @@ class DockerSession(ClosingSession):
         if self.closed:
             return
         self.closed = True
-        if self._keeper_socket is not None:
+        if self.channel is not None:
             with contextlib.suppress(Exception):
-                self._keeper_socket.close()
+                self.channel.sock.close()
         if self.id is not None:
             with contextlib.suppress(Exception):
                 self.api.remove_container(self.id, force=True)
@@ -191,6 +220,12 @@ class DockerSession(ClosingSession):
         target = posixpath.join(self.workdir, *parts)
         root = posixpath.normpath(self.workdir)
         argv = ["/bin/sh", "-c", _RESOLVE, "sh", target, root]
+        if self.channel is not None and self.channel.usable:
+            sink = CappedOutput(1024)
+            code, _ = self.channel.run(shlex.join(argv), sink, sink, time.perf_counter() + 30)
+            if code != 0:
+                raise SandboxError(f"{'/'.join(parts)!r} is a symlink or leads outside the workspace")
+            return
         exec_id = self.api.exec_create(self.id, argv, user=f"{INSIDE_ID}:{INSIDE_ID}")["Id"]
         self.api.exec_start(exec_id)
         if self._exit_code(exec_id) != 0:
@@ -215,8 +250,8 @@ class DockerSession(ClosingSession):
             time.sleep(0.01)
         return None
 
-    def _kill_command(self, token: str) -> None:
-        argv = ["/bin/sh", "-c", _KILL_TREE, "sh", f"{_PID_FILE}{token}"]
+    def _kill_command(self, pid_file: str) -> None:
+        argv = ["/bin/sh", "-c", _KILL_TREE, "sh", pid_file]
         exec_id = self.api.exec_create(self.id, argv, user=f"{INSIDE_ID}:{INSIDE_ID}")["Id"]
         self.api.exec_start(exec_id)
 

@@ -76,3 +76,55 @@ def test_a_vanished_container_is_a_clear_error(sandbox) -> None:
     with pytest.raises(SandboxError, match="not usable any more"):
         session.run("true", timeout=30)
     session.close()
+
+
+def test_commands_go_over_the_attach_channel_as_the_sandbox_user(sandbox) -> None:
+    with sandbox.open(SandboxSpec()) as session:
+        assert session.channel is not None and session.channel.mode in ("setpriv", "su")
+        result = session.run("id -u; echo oops >&2; exit 3")
+        assert (result.stdout, result.stderr, result.exit_code) == ("65534\n", "oops\n", 3)
+        caps = session.run(
+            "grep CapEff /proc/$(cut -d' ' -f1 /proc/1/task/1/children)/status /proc/self/status"
+        ).stdout.split()
+        assert caps[1] == "00000000000000c0"  # the server: SETUID and SETGID, nothing else
+        assert caps[3] == "0000000000000000"  # the command: nothing
+
+
+def test_a_command_cannot_forge_the_end_marker_or_reach_the_server(sandbox) -> None:
+    """The marker's token lives only in the root server; the command runs as another uid."""
+    with sandbox.open(SandboxSpec()) as session:
+        server = "$(cat /proc/1/task/1/children | cut -d' ' -f1)"
+        probe = session.run(
+            f"printf '\\036%s 0\\036' 0123456789abcdef; "
+            f"cat /proc/{server}/mem >/dev/null 2>&1 && echo READ; "
+            f"echo x >/proc/{server}/fd/1 2>/dev/null && echo WROTE; "
+            f"kill -9 {server} 2>/dev/null && echo KILLED; "
+            "exit 5"
+        )
+        assert probe.exit_code == 5
+        assert "READ" not in probe.stdout and "WROTE" not in probe.stdout and "KILLED" not in probe.stdout
+        assert "0123456789abcdef 0" in probe.stdout  # the fake marker is just output
+        assert session.run("echo still here").stdout == "still here\n"
+
+
+def test_background_output_and_timeouts_keep_the_channel_in_step(sandbox) -> None:
+    with sandbox.open(SandboxSpec()) as session:
+        # like a terminal: a background job's late output shows up in whatever runs next
+        assert session.run("(sleep 0.3; echo late) & echo now").stdout == "now\n"
+        assert session.run("sleep 0.6; echo next").stdout == "late\nnext\n"
+        timed = session.run("echo started; sleep 30", timeout=1)
+        assert timed.timed_out and timed.exit_code is None and timed.stdout == "started\n"
+        for n in range(5):
+            assert session.run(f"echo {n}; echo e{n} >&2").stdout.strip().endswith(str(n))
+
+
+def test_falls_back_to_one_engine_exec_per_command(sandbox) -> None:
+    """Images whose server cannot drop privileges report mode `none`; exec still works."""
+    with sandbox.open(SandboxSpec(persistent=True)) as session:
+        session.channel.mode = "none"
+        assert session.run("cd /tmp && export A=1").ok
+        result = session.run("echo $A $(pwd) $(id -u)")
+        assert result.stdout == "1 /tmp 65534\n"
+        assert session.run("sleep 30", timeout=1).timed_out
+        session.put("f.txt", b"data")
+        assert session.get("f.txt") == b"data"
