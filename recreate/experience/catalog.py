@@ -1,8 +1,13 @@
-"""SQLite catalog of stored trajectories (WAL mode; one connection per thread, safe across threads and
-processes). The JSON files are the source of truth; the catalog can always be rebuilt from them."""
+"""SQLite catalog of stored trajectories and their steps (WAL mode; one connection per thread, safe
+across threads and processes). The JSON files are the source of truth; the catalog can always be
+rebuilt from them.
+
+The `steps` table (one row per step: its index document id, step number and error type) lets filtered
+searches find the matching documents in SQL instead of asking Chroma to scan its metadata."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -11,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recreate.experience.digest import outcome_label
+from recreate.experience.digest import error_type, outcome_label
 from recreate.experience.schema import Trajectory
 
 COLUMNS = (
@@ -45,8 +50,15 @@ CREATE TABLE IF NOT EXISTS trajectories (
 CREATE INDEX IF NOT EXISTS by_task ON trajectories (domain, task_id);
 CREATE INDEX IF NOT EXISTS by_run ON trajectories (run_id);
 CREATE INDEX IF NOT EXISTS by_unindexed ON trajectories (indexed) WHERE indexed = 0;
+CREATE TABLE IF NOT EXISTS steps (
+  id TEXT PRIMARY KEY, trajectory_id TEXT NOT NULL, step INTEGER NOT NULL, error_type TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS steps_by_error ON steps (error_type, trajectory_id);
+CREATE INDEX IF NOT EXISTS steps_by_trajectory ON steps (trajectory_id);
 -- columns: {", ".join(COLUMNS)}
 """
+VERSION = 2  # PRAGMA user_version; 2 added the steps table (older catalogs are backfilled by the store)
+_INSERT_STEPS = "INSERT OR REPLACE INTO steps (id, trajectory_id, step, error_type) VALUES (?, ?, ?, ?)"
 _INSERT = f"INSERT INTO trajectories ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 # Filters that select trajectories; the step index additionally understands `error_type` and `step`.
 FILTER_KEYS = (
@@ -59,6 +71,8 @@ FILTER_KEYS = (
     "outcome",
     "exit_status",
 )
+STEP_KEYS = ("error_type", "step")  # filters on the steps themselves
+StepRow = tuple[str, str, int, str]
 
 
 class DuplicateTrajectoryError(ValueError):
@@ -117,6 +131,14 @@ def entry_for(traj: Trajectory, *, path: str, added_at: str, source: str | None)
     )
 
 
+def step_rows(traj: Trajectory) -> list[StepRow]:
+    """(index document id, trajectory id, step number, error type) for each step."""
+    return [
+        (f"{traj.trajectory_id}#{position}", traj.trajectory_id, step.index, error_type(step))
+        for position, step in enumerate(traj.steps)
+    ]
+
+
 def check_filters(filters: dict[str, Any] | None, allowed: Iterable[str] = FILTER_KEYS) -> dict[str, Any]:
     filters = {k: v for k, v in (filters or {}).items() if v is not None and v != ""}
     unknown = sorted(set(filters) - set(allowed))
@@ -133,6 +155,25 @@ class Catalog:
         with self._connect() as db:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
+            if not db.execute("SELECT 1 FROM trajectories LIMIT 1").fetchone():
+                db.execute(f"PRAGMA user_version = {VERSION}")
+
+    def needs_step_rows(self) -> bool:
+        """True for a catalog written before the steps table existed (see `add_step_rows`)."""
+        with self._connect() as db:
+            return db.execute("PRAGMA user_version").fetchone()[0] < VERSION
+
+    def add_step_rows(self, rows: Iterable[StepRow]) -> None:
+        """Backfill the steps of an older catalog, and mark it current."""
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany(_INSERT_STEPS, rows)
+                db.execute(f"PRAGMA user_version = {VERSION}")
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
 
     def close(self) -> None:
         """Close this thread's connection (other threads' connections close when they are freed)."""
@@ -151,9 +192,12 @@ class Catalog:
             self._local.db = db
         yield db
 
-    def insert(self, entry: CatalogEntry, commit_file: Callable[[], None]) -> None:
-        """Insert `entry` and run `commit_file` inside one write transaction: either both happen or the
-        row does not; a crash after `commit_file` leaves a file without a row, which `rebuild` adopts."""
+    def insert(
+        self, entry: CatalogEntry, commit_file: Callable[[], None], steps: Iterable[StepRow] = ()
+    ) -> None:
+        """Insert `entry` (and its `steps`) and run `commit_file` inside one write transaction: either
+        both happen or the row does not; a crash after `commit_file` leaves a file without a row, which
+        `rebuild` adopts."""
         with self._connect() as db:
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -164,6 +208,7 @@ class Catalog:
                     )
                 except sqlite3.IntegrityError as exc:
                     raise DuplicateTrajectoryError(entry.id) from exc
+                db.executemany(_INSERT_STEPS, steps)
                 commit_file()
                 db.execute("COMMIT")
             except BaseException:
@@ -214,17 +259,58 @@ class Catalog:
             db.executemany("UPDATE trajectories SET indexed = ? WHERE id = ?", [(value, i) for i in ids])
             db.execute("COMMIT")
 
-    def replace_all(self, entries: Iterable[CatalogEntry]) -> None:
-        """Rebuild: the catalog becomes exactly `entries` (used by reindex, from the files)."""
+    def replace_all(self, entries: Iterable[CatalogEntry], steps: Iterable[StepRow]) -> None:
+        """Rebuild: the catalog becomes exactly `entries` and `steps` (used by reindex, from the files)."""
         with self._connect() as db:
             db.execute("BEGIN IMMEDIATE")
             try:
                 db.execute("DELETE FROM trajectories")
+                db.execute("DELETE FROM steps")
                 db.executemany(
                     _INSERT,
                     [[getattr(e, c) for c in COLUMNS] for e in entries],
                 )
+                db.executemany(_INSERT_STEPS, steps)
+                db.execute(f"PRAGMA user_version = {VERSION}")
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
+
+    # -- index documents matching filters (scope "steps": step ids "<trajectory>#<n>"; "summaries": ids)
+    def count_matching(self, scope: str, filters: dict[str, Any], limit: int) -> int:
+        """How many documents match, counting no further than `limit` (cheap when many match)."""
+        sql, params = _matching_sql(scope, filters)
+        with self._connect() as db:
+            return int(db.execute(f"SELECT COUNT(*) FROM ({sql} LIMIT ?)", [*params, limit]).fetchone()[0])
+
+    def matching(self, scope: str, filters: dict[str, Any]) -> list[str]:
+        sql, params = _matching_sql(scope, filters)
+        with self._connect() as db:
+            return [row[0] for row in db.execute(sql, params)]
+
+    def keep_matching(self, scope: str, filters: dict[str, Any], ids: list[str]) -> set[str]:
+        """The members of `ids` that match `filters` (looked up id by id)."""
+        sql, params = _matching_sql(scope, filters, among=True)
+        with self._connect() as db:
+            return {row[0] for row in db.execute(sql, [json.dumps(ids), *params])}
+
+
+def _matching_sql(scope: str, filters: dict[str, Any], among: bool = False) -> tuple[str, list[Any]]:
+    """SQL selecting the ids of `scope`'s documents that match `filters`; with `among`, only those in
+    a JSON list given as the first parameter (CROSS JOIN makes SQLite look them up one by one instead
+    of scanning every match)."""
+    step_filters = {k: v for k, v in filters.items() if k in STEP_KEYS}
+    trajectory_filters = check_filters({k: v for k, v in filters.items() if k not in STEP_KEYS})
+    join = "CROSS JOIN" if among else "JOIN"
+    ids = f"json_each(?) j {join} " if among else ""
+    if scope == "steps":
+        sql = f"SELECT s.id FROM {ids}steps s {join} trajectories t WHERE t.id = s.trajectory_id"
+        clauses = ["s.id = j.value"] if among else []
+    elif scope == "summaries" and not step_filters:
+        sql = f"SELECT t.id FROM {ids}trajectories t WHERE 1"
+        clauses = ["t.id = j.value"] if among else []
+    else:
+        raise ValueError(f"the catalog cannot filter scope {scope!r} by {', '.join(step_filters)}")
+    clauses += [f"t.{k} = ?" for k in trajectory_filters] + [f"s.{k} = ?" for k in step_filters]
+    return " AND ".join([sql, *clauses]), [*trajectory_filters.values(), *step_filters.values()]

@@ -18,7 +18,7 @@ import os
 import re
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -28,7 +28,7 @@ import numpy as np
 from chromadb.api.types import EmbeddingFunction
 from chromadb.config import Settings as ChromaSettings
 
-from recreate.experience.catalog import FILTER_KEYS, check_filters
+from recreate.experience.catalog import FILTER_KEYS, STEP_KEYS, check_filters
 from recreate.experience.digest import (
     action_text,
     error_type,
@@ -40,13 +40,14 @@ from recreate.experience.digest import (
 )
 from recreate.experience.embeddings import make_embedding
 from recreate.experience.schema import Trajectory
+from recreate.experience.vectors import VectorFile, rank
 
 SCOPES = ("steps", "summaries", "memory")
-STEP_FILTER_KEYS = (*FILTER_KEYS, "error_type", "step")
+STEP_FILTER_KEYS = (*FILTER_KEYS, *STEP_KEYS)
 MEMORY_FILTER_KEYS = ("scaffold_name", "tag")
 OBSERVATION_CHARS = 600  # per step document; MiniLM reads ~256 tokens anyway
-BRUTE_FORCE_LIMIT = 1000  # filtered search: exact numpy scan when the candidates are this few
-OVERFETCH = 20  # filtered search: look at k * OVERFETCH unfiltered hits before asking Chroma to filter
+BRUTE_FORCE_LIMIT = 1000  # filtered search: score the matching documents exactly when this few
+OVERFETCH = 20  # filtered search: else first try the nearest k * OVERFETCH ids of the whole collection
 
 
 class IndexBusyError(RuntimeError):
@@ -146,15 +147,17 @@ def summary_document(traj: Trajectory) -> str:
     return "\n".join(lines)
 
 
-def _matches(metadata: dict[str, Any], filters: dict[str, Any]) -> bool:
-    return all(metadata.get(key) == value for key, value in filters.items())
-
-
 def where_clause(filters: dict[str, Any]) -> dict[str, Any] | None:
     terms = [{key: value} for key, value in filters.items()]
     if not terms:
         return None
     return terms[0] if len(terms) == 1 else {"$and": terms}
+
+
+def filter_keys(scope: str) -> tuple[str, ...]:
+    if scope not in SCOPES:
+        raise ValueError(f"unknown scope {scope!r}; choose one of {', '.join(SCOPES)}")
+    return {"steps": STEP_FILTER_KEYS, "summaries": FILTER_KEYS, "memory": MEMORY_FILTER_KEYS}[scope]
 
 
 class ExperienceIndex:
@@ -171,6 +174,13 @@ class ExperienceIndex:
         self._write_lock = threading.Lock()
         self._open_lock = threading.Lock()
         self._collections: dict[str, Any] = {}
+        self._copied: set[str] = set()
+        # embedded only: with a server, several processes write and no single file can follow them
+        self._vector_files = {
+            scope: VectorFile(path / "vectors" / self.collection_name(scope))
+            for scope in ("steps", "summaries")
+            if url is None
+        }
 
     def collection_name(self, scope: str) -> str:
         return f"exp-{scope}-{self._suffix}"
@@ -214,6 +224,8 @@ class ExperienceIndex:
                     metadatas=metas[start:end],
                     embeddings=embeddings[start:end],
                 )
+            if scope in self._vector_files:
+                self._vector_files[scope].append(ids, embeddings)
 
     def add(self, trajectories: Sequence[Trajectory]) -> None:
         ids, docs, metas = [], [], []
@@ -251,76 +263,105 @@ class ExperienceIndex:
         scope: str = "steps",
         filters: dict[str, Any] | None = None,
         k: int = 5,
-        candidates: Sequence[str] | None = None,
+        vector: Any = None,
     ) -> list[Hit]:
-        """Nearest documents to `query` that match `filters` exactly.
-
-        Chroma's own `where` filtering scans metadata and is slow on large collections (~1 s at 100k
-        steps), so filtered searches take a faster exact route when one exists: brute force over
-        `candidates` (ids the caller knows to be a superset of the matches, e.g. from the catalog) when
-        there are few, else the unfiltered top `k * OVERFETCH` filtered here (as approximate as the HNSW
-        ranking it comes from) when at least k of them match. Only when neither applies does Chroma filter.
-        """
-        allowed = {"steps": STEP_FILTER_KEYS, "summaries": FILTER_KEYS, "memory": MEMORY_FILTER_KEYS}[scope]
-        filters = check_filters(filters, allowed)
-        vector = self.embedding.embed_query([query])
-        if not filters:
-            return self._query(scope, vector, None, k)
-        if candidates is not None and len(candidates) <= self.brute_force_limit:
-            return self._nearest_among(scope, vector, candidates, filters, k)
-        wide = self._query(scope, vector, None, k * self.overfetch, documents=False)
-        matching = [h for h in wide if _matches(h.metadata, filters)]
-        if len(matching) >= k:
-            return self._with_documents(scope, matching[:k])
+        """Nearest documents to `query` (or its precomputed `vector`) matching `filters`, which Chroma
+        applies itself: exact, but slow on large collections (its metadata scan takes ~150 ms at 100k
+        steps). `ExperienceStore.search` answers step and trajectory filters through its catalog."""
+        filters = check_filters(filters, filter_keys(scope))
+        if vector is None:
+            vector = self.embed(query)
         return self._query(scope, vector, where_clause(filters), k)
 
-    def _query(
-        self, scope: str, vector: Any, where: dict[str, Any] | None, k: int, documents: bool = True
-    ) -> list[Hit]:
-        include = ["metadatas", "distances"] + (["documents"] if documents else [])
+    def embed(self, query: str) -> Any:
+        return self.embedding.embed_query([query])
+
+    def nearest(self, scope: str, vector: Any, n: int) -> list[tuple[str, float]]:
+        """(id, distance) of the `n` nearest documents, without reading their metadata (cheap)."""
+        found = self.collection(scope).query(query_embeddings=vector, n_results=n, include=["distances"])
+        return list(zip(found["ids"][0], map(float, found["distances"][0]), strict=True))
+
+    def nearest_among(self, scope: str, vector: Any, ids: Sequence[str], k: int) -> list[Hit]:
+        """Exact: the `k` nearest of the documents `ids` by cosine distance, like the collections.
+        Scored here from the vector file (or, with a server, from vectors Chroma returns, or for many
+        ids by Chroma's search restricted to them)."""
+        if not ids:
+            return []
+        query = np.asarray(vector[0], dtype=np.float32)
+        if scope in self._vector_files:
+            self._copy_vectors_once(scope)
+            ranked, missing = self._vector_files[scope].nearest(query, ids, k)
+            if missing:  # not indexed yet, or indexed by a writer killed before its file append
+                ranked = sorted(ranked + self._rank_from_chroma(scope, query, missing, k), key=lambda r: r[1])
+            return self.hits(scope, ranked[:k])
+        if len(ids) > self.brute_force_limit:
+            found = self.collection(scope).query(
+                query_embeddings=vector, ids=list(ids), n_results=k, include=["distances"]
+            )
+            return self.hits(
+                scope, list(zip(found["ids"][0], map(float, found["distances"][0]), strict=True))
+            )
+        return self.hits(scope, self._rank_from_chroma(scope, query, ids, k))
+
+    def _copy_vectors_once(self, scope: str, page: int = 5000) -> None:
+        """Indexes built before vector files existed get theirs from Chroma, once (~25 s per 1M steps)."""
+        vectors = self._vector_files[scope]
+        if scope in self._copied or not self.writable():
+            return
+        with self._write_lock:
+            self._copied.add(scope)
+            if vectors.ids() or not self.collection(scope).count():
+                return
+            offset = 0
+            while True:
+                got = self.collection(scope).get(include=["embeddings"], limit=page, offset=offset)
+                if len(got["ids"]):
+                    vectors.append(got["ids"], got["embeddings"])
+                if len(got["ids"]) < page:
+                    return
+                offset += page
+
+    def _rank_from_chroma(
+        self, scope: str, query: np.ndarray, ids: Sequence[str], k: int
+    ) -> list[tuple[str, float]]:
+        got = self.collection(scope).get(ids=list(ids), include=["embeddings"])
+        if not got["ids"]:
+            return []
+        return rank(query, np.asarray(got["embeddings"], dtype=np.float32), got["ids"], k)
+
+    def vector_file_ids(self, scope: str) -> set[str] | None:
+        """Ids in the scope's vector file; None when the index keeps none (server mode)."""
+        return self._vector_files[scope].ids() if scope in self._vector_files else None
+
+    def hits(self, scope: str, ranked: Sequence[tuple[str, float]]) -> list[Hit]:
+        """Hits with documents and metadata for ranked (id, distance) pairs."""
+        if not ranked:
+            return []
+        got = self.collection(scope).get(ids=[i for i, _ in ranked], include=["documents", "metadatas"])
+        found = {
+            i: (doc, meta)
+            for i, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
+        }
+        return [
+            Hit(id=i, scope=scope, distance=d, document=found[i][0] or "", metadata=dict(found[i][1] or {}))
+            for i, d in ranked
+            if i in found
+        ]
+
+    def _query(self, scope: str, vector: Any, where: dict[str, Any] | None, k: int) -> list[Hit]:
         found = self.collection(scope).query(
-            query_embeddings=vector, n_results=k, where=where, include=include
+            query_embeddings=vector, n_results=k, where=where, include=["metadatas", "distances", "documents"]
         )
-        texts = found["documents"][0] if documents else [""] * len(found["ids"][0])
         return [
             Hit(id=i, scope=scope, distance=float(d), document=doc or "", metadata=dict(meta or {}))
             for i, d, doc, meta in zip(
-                found["ids"][0], found["distances"][0], texts, found["metadatas"][0], strict=True
+                found["ids"][0],
+                found["distances"][0],
+                found["documents"][0],
+                found["metadatas"][0],
+                strict=True,
             )
         ]
-
-    def _with_documents(self, scope: str, hits: list[Hit]) -> list[Hit]:
-        """Fetch the documents of the few hits kept (reading them for every candidate costs more)."""
-        if not hits:
-            return hits
-        got = self.collection(scope).get(ids=[h.id for h in hits], include=["documents"])
-        texts = dict(zip(got["ids"], got["documents"], strict=True))
-        return [replace(h, document=texts.get(h.id) or "") for h in hits]
-
-    def _nearest_among(
-        self, scope: str, vector: Any, ids: Sequence[str], filters: dict[str, Any], k: int
-    ) -> list[Hit]:
-        if not ids:
-            return []
-        got = self.collection(scope).get(ids=list(ids), include=["embeddings", "metadatas"])
-        keep = [n for n, meta in enumerate(got["metadatas"]) if _matches(meta or {}, filters)]
-        if not keep:
-            return []
-        matrix = np.asarray([got["embeddings"][n] for n in keep], dtype=np.float32)
-        query = np.asarray(vector[0], dtype=np.float32)
-        norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(query) or 1.0)
-        distances = 1.0 - (matrix @ query) / np.where(norms == 0, 1.0, norms)  # cosine, like the collections
-        hits = [
-            Hit(
-                id=got["ids"][keep[n]],
-                scope=scope,
-                distance=float(distances[n]),
-                document="",
-                metadata=dict(got["metadatas"][keep[n]] or {}),
-            )
-            for n in np.argsort(distances, kind="stable")[:k]
-        ]
-        return self._with_documents(scope, hits)
 
     def ids(self, scope: str, page: int = 5000) -> set[str]:
         collection, out, offset = self.collection(scope), set(), 0
@@ -337,6 +378,8 @@ class ExperienceIndex:
         with self._write_lock:
             for start in range(0, len(ids), self.client.get_max_batch_size()):
                 collection.delete(ids=ids[start : start + self.client.get_max_batch_size()])
+            if scope in self._vector_files:
+                self._vector_files[scope].drop(ids)
 
     def reset(self, scopes: Iterable[str] = SCOPES) -> None:
         self._check_writable()
@@ -345,3 +388,5 @@ class ExperienceIndex:
                 self._collections.pop(scope, None)
                 if self.collection_name(scope) in {c.name for c in self.client.list_collections()}:
                     self.client.delete_collection(self.collection_name(scope))
+                if scope in self._vector_files:
+                    self._vector_files[scope].reset()

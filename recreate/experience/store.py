@@ -10,7 +10,6 @@ import re
 import threading
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +18,16 @@ from filelock import FileLock
 
 from recreate.config import Settings
 from recreate.experience.catalog import (
-    FILTER_KEYS,
     Catalog,
     CatalogEntry,
     DuplicateTrajectoryError,
+    check_filters,
     entry_for,
+    step_rows,
 )
 from recreate.experience.digest import truncate_middle
-from recreate.experience.index import SCOPES, ExperienceIndex, Hit, IndexBusyError
+from recreate.experience.index import SCOPES, ExperienceIndex, Hit, IndexBusyError, filter_keys
+from recreate.experience.reports import DriftReport, IngestReport
 from recreate.experience.schema import SchemaError, Trajectory, load_trajectory, utcnow
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
@@ -43,51 +44,6 @@ class TrajectoryNotFoundError(KeyError):
 
 class StoreError(RuntimeError):
     """The store cannot do what was asked without risking stored data; the message says what to do."""
-
-
-@dataclass
-class IngestReport:
-    added: list[str] = field(default_factory=list)
-    duplicates: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)  # "source: problem"
-    truncated: list[str] = field(default_factory=list)  # "trajectory step N: stdout 1234567 chars"
-    index_deferred: int = 0  # stored but left for the index owner (another process holds the index)
-
-    def merge(self, other: IngestReport) -> None:
-        for name in ("added", "duplicates", "errors", "truncated"):
-            getattr(self, name).extend(getattr(other, name))
-        self.index_deferred += other.index_deferred
-
-    def summary(self) -> str:
-        text = (
-            f"{len(self.added)} added, {len(self.duplicates)} duplicate(s) skipped, "
-            f"{len(self.errors)} error(s), {len(self.truncated)} observation(s) truncated"
-        )
-        if self.index_deferred:
-            text += f"; {self.index_deferred} left for the process that owns the index"
-        return text
-
-
-@dataclass
-class DriftReport:
-    uncataloged_files: list[str] = field(default_factory=list)
-    missing_files: list[str] = field(default_factory=list)
-    missing_in_index: list[str] = field(default_factory=list)  # trajectory ids (summary or any step)
-    extra_in_index: list[str] = field(default_factory=list)  # index ids with no catalog entry
-    memory_missing: list[str] = field(default_factory=list)
-    memory_extra: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not any(vars(self).values())
-
-    def lines(self) -> list[str]:
-        lines = []
-        for name, ids in vars(self).items():
-            if ids:
-                shown = ", ".join(sorted(ids)[:5]) + (", …" if len(ids) > 5 else "")
-                lines.append(f"{name.replace('_', ' ')}: {len(ids)} ({shown})")
-        return lines
 
 
 class ExperienceStore:
@@ -110,6 +66,18 @@ class ExperienceStore:
         self._embedding, self._chroma_url = embedding, chroma_url
         self._index: ExperienceIndex | None = None
         self._index_lock = threading.Lock()
+        if self.catalog.needs_step_rows():
+            self._backfill_step_rows()
+
+    def _backfill_step_rows(self) -> None:
+        """Catalogs written before the steps table existed get it from the files, once."""
+        rows = []
+        for entry in self.catalog.query():
+            try:
+                rows += step_rows(load_trajectory(self.root / entry.path))
+            except (SchemaError, OSError):
+                continue  # `verify` reports missing or broken files; the rest still gets its rows
+        self.catalog.add_step_rows(rows)
 
     def close(self) -> None:
         """Release the catalog connection and the Chroma client; the store reopens them on next use."""
@@ -238,7 +206,7 @@ class ExperienceStore:
 
         entry = entry_for(traj, path=str(final.relative_to(self.root)), added_at=utcnow(), source=source)
         try:
-            self.catalog.insert(entry, commit_file)
+            self.catalog.insert(entry, commit_file, step_rows(traj))
         finally:
             tmp.unlink(missing_ok=True)
         return entry
@@ -268,23 +236,25 @@ class ExperienceStore:
     def search(
         self, query: str, *, scope: str = "steps", filters: dict[str, Any] | None = None, k: int = 5
     ) -> list[Hit]:
-        """Semantic search; trajectory-level filters narrow the candidates through the catalog first."""
-        return self.index.search(
-            query, scope=scope, filters=filters, k=k, candidates=self._candidates(scope, filters)
-        )
+        """Semantic search; filters are answered by the catalog, not by Chroma's slow metadata scan.
 
-    def _candidates(self, scope: str, filters: dict[str, Any] | None) -> list[str] | None:
-        """Index ids that can match `filters`, from the catalog; None when it cannot narrow them down."""
-        by_trajectory = {key: value for key, value in (filters or {}).items() if key in FILTER_KEYS}
-        if scope not in ("steps", "summaries") or not by_trajectory:
-            return None
-        trajectories, steps = self.catalog.size(by_trajectory)
-        if (steps if scope == "steps" else trajectories) > self.index.brute_force_limit:
-            return None
-        entries = self.catalog.query(by_trajectory)
-        if scope == "summaries":
-            return [e.id for e in entries]
-        return [f"{e.id}#{n}" for e in entries for n in range(e.n_steps)]
+        When few documents match (≤ `index.brute_force_limit`) they are scored exactly. When many do,
+        the nearest `k * index.overfetch` ids of the whole collection (ids only, which is cheap) are
+        filtered in the catalog, which is as approximate as the HNSW ranking they come from; if those
+        hold fewer than k matches, all the matching documents are scored exactly (from the vector
+        file: ~1 µs each)."""
+        filters = check_filters(filters, filter_keys(scope))
+        if scope == "memory" or not filters:
+            return self.index.search(query, scope=scope, filters=filters, k=k)
+        index, catalog = self.index, self.catalog
+        vector = index.embed(query)
+        if catalog.count_matching(scope, filters, index.brute_force_limit + 1) > index.brute_force_limit:
+            ranked = index.nearest(scope, vector, k * index.overfetch)
+            keep = catalog.keep_matching(scope, filters, [i for i, _ in ranked])
+            chosen = [(i, d) for i, d in ranked if i in keep][:k]
+            if len(chosen) == k:
+                return index.hits(scope, chosen)
+        return index.nearest_among(scope, vector, catalog.matching(scope, filters), k)
 
     def memory_items(self) -> list[dict[str, Any]]:
         items: dict[str, dict[str, Any]] = {}
@@ -329,7 +299,7 @@ class ExperienceStore:
         for tmp in self.files.glob("*/.*.tmp"):
             tmp.unlink(missing_ok=True)
         old = {e.id: e for e in self.catalog.query()}
-        entries, trajectories = [], []
+        entries, trajectories, steps = [], [], []
         for stem, path in self._scan_files().items():
             try:
                 traj = load_trajectory(path)
@@ -345,7 +315,8 @@ class ExperienceStore:
                 entry_for(traj, path=str(path.relative_to(self.root)), added_at=added_at, source=source)
             )
             trajectories.append(traj)
-        self.catalog.replace_all(entries)
+            steps += step_rows(traj)
+        self.catalog.replace_all(entries, steps)
         self.index.reset()
         for start in range(0, len(trajectories), INDEX_BATCH):
             batch = trajectories[start : start + INDEX_BATCH]
@@ -374,6 +345,10 @@ class ExperienceStore:
         step_owner = {s.rsplit("#", 1)[0] for s in expected_steps - steps}
         drift.missing_in_index = sorted((set(entries) - summaries) | step_owner)
         drift.extra_in_index = sorted((summaries - set(entries)) | (steps - expected_steps))
+        for scope, indexed in (("steps", steps), ("summaries", summaries)):
+            copied = self.index.vector_file_ids(scope)
+            if copied is not None:
+                drift.vectors_missing += sorted(indexed - copied)
         memory = {str(i["id"]) for i in self.memory_items()}
         indexed_memory = self.index.ids("memory")
         drift.memory_missing, drift.memory_extra = (

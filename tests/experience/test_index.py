@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -133,13 +134,13 @@ def test_server_mode_uses_the_http_client(tmp_path: Path, chroma_server: str) ->
     assert store.verify().ok
 
 
-@pytest.mark.parametrize("brute_force_limit", [1000, 0])  # 0: no exact scan of catalog candidates
+@pytest.mark.parametrize("brute_force_limit", [1000, 0])  # 0: filter the nearest ids first
 @pytest.mark.parametrize(
     "filters",
     [
         {"task_id": "task-3"},
         {"domain": "math"},
-        {"error_type": "KeyError"},  # rare and step-level: often left to Chroma's own filter
+        {"error_type": "KeyError"},  # rare: the wide path often finds too few and Chroma filters
         {"error_type": "KeyError", "outcome": "failed"},
         {"domain": "swe", "step": 2},
     ],
@@ -175,9 +176,43 @@ def test_filtered_search_matches_chromas_own_filtering(
         # is approximate HNSW, so it is not the reference)
         exact = sorted(1 - (e @ vector) / (np.linalg.norm(e) * np.linalg.norm(vector)) for e in matching)[:5]
         got = [round(h.distance, 4) for h in ours]
-        if brute_force_limit and set(filters) - {"error_type", "step"}:  # exact scan of catalog candidates
+        if brute_force_limit:  # exact scores of the documents the catalog says match
             assert got == [round(float(d), 4) for d in exact]
-        else:  # over-fetch + filter rides on the approximate index: sorted, filtered, never beats exact
+        else:  # nearest ids filtered in the catalog ride on the approximate index: never beat exact
             assert got == sorted(got) and len(got) == 5 and got[0] >= round(float(exact[0]), 4)
         assert all(all(h.metadata[k] == v for k, v in filters.items()) for h in ours)
         assert all(h.document.startswith("python") for h in ours)
+
+
+def test_catalog_answers_step_filters_and_old_catalogs_are_backfilled(tmp_path: Path) -> None:
+    store = ExperienceStore(tmp_path / "exp", embedding="hash")
+    store.ingest([_failing_run("t-fail"), make_trajectory("t-ok", task_id="task-9"), make_trajectory("t-x")])
+    catalog = store.catalog
+    assert catalog.matching("steps", {"error_type": "ZeroDivisionError"}) == ["t-fail#1"]
+    failing_imports = {"outcome": "failed", "error_type": "ModuleNotFoundError"}
+    assert catalog.count_matching("steps", failing_imports, 99) == 1
+    assert catalog.count_matching("steps", {"task_id": "task-9"}, 99) == 3 + len(store.get("t-ok").steps)
+    assert catalog.count_matching("steps", {"task_id": "task-9"}, 2) == 2  # counts no further
+    assert catalog.keep_matching("steps", {"step": 2}, ["t-fail#2", "t-fail#1", "t-ok#0"]) == {"t-fail#2"}
+    assert catalog.keep_matching("summaries", {"outcome": "passed"}, ["t-fail", "t-ok"]) == {"t-ok"}
+    with pytest.raises(ValueError, match="cannot filter scope 'summaries'"):
+        catalog.matching("summaries", {"error_type": "KeyError"})
+    # a catalog from before the steps table: no step rows, user_version 0
+    with sqlite3.connect(catalog.path) as db:
+        db.execute("DELETE FROM steps")
+        db.execute("PRAGMA user_version = 0")
+    store.close()
+    reopened = ExperienceStore(tmp_path / "exp", embedding="hash")
+    assert not reopened.catalog.needs_step_rows()
+    hits = reopened.search("python", filters={"error_type": "ZeroDivisionError"}, k=5)
+    assert [h.id for h in hits] == ["t-fail#1"]
+    reopened.close()
+
+
+def test_reindex_rebuilds_step_rows(store: ExperienceStore) -> None:
+    store.ingest([_failing_run("t-fail")])
+    with sqlite3.connect(store.catalog.path) as db:
+        db.execute("DELETE FROM steps")
+    assert store.catalog.matching("steps", {"error_type": "ZeroDivisionError"}) == []
+    store.reindex()
+    assert store.catalog.matching("steps", {"error_type": "ZeroDivisionError"}) == ["t-fail#1"]
