@@ -55,6 +55,7 @@ CREATE TABLE IF NOT EXISTS steps (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS steps_by_error ON steps (error_type, trajectory_id);
 CREATE INDEX IF NOT EXISTS steps_by_trajectory ON steps (trajectory_id);
+CREATE INDEX IF NOT EXISTS steps_by_step ON steps (step);
 -- columns: {", ".join(COLUMNS)}
 """
 VERSION = 2  # PRAGMA user_version; 2 added the steps table (older catalogs are backfilled by the store)
@@ -288,6 +289,22 @@ class Catalog:
         sql, params = _matching_sql(scope, filters)
         with self._connect() as db:
             return [row[0] for row in db.execute(sql, params)]
+
+    def match_fraction(self, scope: str, filters: dict[str, Any]) -> float:
+        """Estimated share of `scope`'s documents that match, from one cheap count per filter table
+        (assuming the trajectory-level and step-level filters independent)."""
+        trajectories, steps = self.size({})
+        total = steps if scope == "steps" else trajectories
+        if not total:
+            return 0.0
+        by_trajectory = {k: v for k, v in filters.items() if k not in STEP_KEYS}
+        fraction = self.size(by_trajectory)[1 if scope == "steps" else 0] / total
+        with self._connect() as db:
+            for key in STEP_KEYS:
+                if key in filters:
+                    found = db.execute(f"SELECT COUNT(*) FROM steps WHERE {key} = ?", (filters[key],))
+                    fraction *= found.fetchone()[0] / total
+        return fraction
 
     def keep_matching(self, scope: str, filters: dict[str, Any], ids: list[str]) -> set[str]:
         """The members of `ids` that match `filters` (looked up id by id)."""

@@ -238,17 +238,18 @@ class ExperienceStore:
     ) -> list[Hit]:
         """Semantic search; filters are answered by the catalog, not by Chroma's slow metadata scan.
 
-        When few documents match (≤ `index.brute_force_limit`) they are scored exactly. When many do,
-        the nearest `k * index.overfetch` ids of the whole collection (ids only, which is cheap) are
-        filtered in the catalog, which is as approximate as the HNSW ranking they come from; if those
-        hold fewer than k matches, all the matching documents are scored exactly (from the vector
-        file: ~1 µs each)."""
+        When few documents match (≤ `index.brute_force_limit`) they are scored exactly. When so many
+        match that the nearest `k * index.overfetch` ids of the whole collection (ids only, which is
+        cheap) should hold 2k of them, those are filtered in the catalog: as approximate as the HNSW
+        ranking they come from. Otherwise, or if they hold fewer than k, all the matching documents
+        are scored exactly (from the vector file: ~1 µs each)."""
         filters = check_filters(filters, filter_keys(scope))
         if scope == "memory" or not filters:
             return self.index.search(query, scope=scope, filters=filters, k=k)
         index, catalog = self.index, self.catalog
         vector = index.embed(query)
-        if catalog.count_matching(scope, filters, index.brute_force_limit + 1) > index.brute_force_limit:
+        many = catalog.count_matching(scope, filters, index.brute_force_limit + 1) > index.brute_force_limit
+        if many and catalog.match_fraction(scope, filters) * index.overfetch >= 2:
             ranked = index.nearest(scope, vector, k * index.overfetch)
             keep = catalog.keep_matching(scope, filters, [i for i, _ in ranked])
             chosen = [(i, d) for i, d in ranked if i in keep][:k]
