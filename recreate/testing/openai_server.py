@@ -195,6 +195,9 @@ def _stream_chunks(completion: dict[str, Any]) -> list[dict[str, Any]]:
 def _make_handler(server: ScriptedOpenAIServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body go out as two writes: with Nagle on, the body waits for the client's
+        # delayed ACK of the headers, adding ~40 ms to every call (a simulated endpoint must not).
+        disable_nagle_algorithm = True
 
         def log_message(self, *args: Any) -> None:  # keep test output clean
             pass
