@@ -50,8 +50,6 @@ MEMORY_SPEC = {
 }
 
 
-
-
 class ActionError(ValueError):
     """The model asked for something malformed (unknown tool, arguments not matching the schema)."""
 

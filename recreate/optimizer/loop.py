@@ -16,6 +16,7 @@ import hashlib
 import json
 import operator
 import random
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -49,8 +50,8 @@ class EvolveConfig:
     seed: int = 0
     ablations: Ablations = field(default_factory=Ablations)
     size_budget: SizeBudget = field(default_factory=SizeBudget)
-    max_rollouts: int | None = None
-    max_wall_s: float | None = None
+    max_rollouts: int | None = None  # counted over the whole run, across resumes (like the $ ledger)
+    max_wall_s: float | None = None  # likewise
     reflect_steps: int = 16
     bootstrap: bool = False  # let the optimizer model write v0 from the seed and the domain description
 
@@ -100,22 +101,40 @@ class EvolveLoop:
         self.experience, self.rollout, self.sandbox = experience, rollout, sandbox
         self.model, self.synthesis_model = optimizer_model, synthesis_model
         self.run_dir, self.config = run_dir, config
-        self.rollouts_paid = 0
+        self._spent_file = run_dir / "spent.json"  # rollouts and wall time of earlier sessions of the run
+        spent = json.loads(self._spent_file.read_text()) if self._spent_file.exists() else {}
+        self.rollouts_paid: int = spent.get("rollouts", 0)
+        self._wall_before: float = spent.get("wall_s", 0.0)
         self.started = time.monotonic()
+        self._spent_lock = threading.Lock()
 
     # -- budget ------------------------------------------------------------------------------------
+    def wall_s(self) -> float:
+        return self._wall_before + time.monotonic() - self.started
+
     def _check_limits(self) -> None:
         cfg = self.config
+        self._save_spent()
         if cfg.max_rollouts is not None and self.rollouts_paid >= cfg.max_rollouts:
             raise BudgetExceeded("rollouts", self.rollouts_paid, cfg.max_rollouts)
-        elapsed = time.monotonic() - self.started
+        elapsed = self.wall_s()
         if cfg.max_wall_s is not None and elapsed >= cfg.max_wall_s:
             raise BudgetExceeded("wall_s", elapsed, cfg.max_wall_s)
+
+    def _save_spent(self) -> None:
+        with self._spent_lock:
+            spent = {"rollouts": self.rollouts_paid, "wall_s": round(self.wall_s(), 3)}
+            tmp = self._spent_file.with_suffix(f".{threading.get_ident()}.tmp")
+            tmp.write_text(json.dumps(spent))
+            tmp.replace(self._spent_file)
 
     def _run(self, scaffold: Scaffold, task: Task, seed: int) -> Trajectory:
         self._check_limits()
         traj, cached = _isolated(self.rollout, scaffold, task, seed)
-        self.rollouts_paid += 0 if cached else 1
+        if not cached:
+            with self._spent_lock:
+                self.rollouts_paid += 1
+            self._save_spent()
         return traj
 
     def evaluate(self, scaffold: Scaffold) -> dict[str, float]:

@@ -3,6 +3,7 @@ real bubblewrap sandboxes, the real experience store (Chroma) and scaffold store
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,22 @@ def test_budget_stop_is_resumable_and_pays_nothing_twice(recreate_home, openai_s
     )
     assert interrupted_calls == len(openai_server.requests)  # not one LLM call paid twice
     assert len(first.experience.list()) == len(ExperienceStore(fresh / "experience", embedding="hash").list())
+
+
+def test_rollout_and_wall_budgets_count_across_resumes(recreate_home, openai_server, domain):
+    openai_server.responder = responder
+    sets = {"seed": SEED, "domain": domain, "trainset": domain.tasks("train"), "valset": domain.tasks("val")}
+    stopped = optimizer(recreate_home, openai_server.url, max_rollouts=5).optimize(**sets)
+    assert "rollouts" in stopped.stopped
+    spent = json.loads((stopped.run_dir / "spent.json").read_text())
+    assert spent["rollouts"] >= 5 and spent["wall_s"] > 0
+    calls = len(openai_server.requests)
+    again = optimizer(recreate_home, openai_server.url, max_rollouts=5)
+    assert "rollouts" in again.optimize(run_id=stopped.run_id, **sets).stopped
+    out_of_time = optimizer(recreate_home, openai_server.url, max_wall_s=spent["wall_s"])
+    assert "wall_s" in out_of_time.optimize(run_id=stopped.run_id, **sets).stopped
+    assert len(openai_server.requests) == calls  # neither resume paid for anything
+    assert optimizer(recreate_home, openai_server.url).optimize(run_id=stopped.run_id, **sets).finished
 
 
 def test_langgraph_server_factory_builds_a_runnable_evolve_graph(recreate_home, openai_server, monkeypatch):

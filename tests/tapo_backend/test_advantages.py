@@ -18,7 +18,7 @@ def test_grpo_dr_grpo_and_leave_one_out_match_their_definitions():
     a = r[:3]
     torch.testing.assert_close(group_advantages(r, ids, "grpo", eps=0.0)[:3], (a - a.mean()) / a.std())
     torch.testing.assert_close(group_advantages(r, ids, "dr_grpo")[:3], a - a.mean())
-    loo = torch.stack([a[i] - torch.cat([a[:i], a[i + 1:]]).mean() for i in range(3)])
+    loo = torch.stack([a[i] - torch.cat([a[:i], a[i + 1 :]]).mean() for i in range(3)])
     torch.testing.assert_close(group_advantages(r, ids, "loo")[:3], loo)
     b = r[3:]
     torch.testing.assert_close(group_advantages(r, ids, "dr_grpo")[3:], b - b.mean())
@@ -35,8 +35,12 @@ def test_zero_variance_and_singleton_groups_get_zero(mode):
 
 
 @settings(max_examples=30, deadline=None)
-@given(rewards=st.lists(st.floats(-5, 5), min_size=2, max_size=20), groups=st.integers(1, 4),
-       mode=st.sampled_from(MODES), seed=st.integers(0, 100))
+@given(
+    rewards=st.lists(st.floats(-5, 5), min_size=2, max_size=20),
+    groups=st.integers(1, 4),
+    mode=st.sampled_from(MODES),
+    seed=st.integers(0, 100),
+)
 def test_permutation_equivariance_and_zero_group_mean(rewards, groups, mode, seed):
     r = torch.tensor(rewards, dtype=F64)
     ids = [f"task{i % groups}" for i in range(len(rewards))]

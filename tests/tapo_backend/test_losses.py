@@ -84,8 +84,18 @@ def test_single_token_sequences_make_tapo_equal_grpo_and_dapo(name):
     window = {"clip_low": 0.2, "clip_high": LOSSES[name].config().clip_high}
     aggregation = LOSSES[name].config().aggregation
     for correction in ("geo", "cum", "pow", "min"):
-        got = loss_and_grad("tapo", lp, old, adv, mask, state_correction=correction, clip_ratio_c=None,
-                            clip_exponent=0.5, aggregation=aggregation, **window)
+        got = loss_and_grad(
+            "tapo",
+            lp,
+            old,
+            adv,
+            mask,
+            state_correction=correction,
+            clip_ratio_c=None,
+            clip_exponent=0.5,
+            aggregation=aggregation,
+            **window,
+        )
         torch.testing.assert_close(got[0], ref[0])
         torch.testing.assert_close(got[1], ref[1])
 
@@ -101,8 +111,11 @@ def insert_columns(x: torch.Tensor, before: list[int], values: torch.Tensor) -> 
 
 
 @settings(max_examples=15, deadline=None)
-@given(before=st.lists(st.integers(0, 9), min_size=1, max_size=4), seed=st.integers(0, 1000),
-       case=st.sampled_from(range(len(CASES))))
+@given(
+    before=st.lists(st.integers(0, 9), min_size=1, max_size=4),
+    seed=st.integers(0, 1000),
+    case=st.sampled_from(range(len(CASES))),
+)
 def test_tool_tokens_anywhere_change_nothing(before, seed, case):
     name, config = CASES[case]
     config = with_defaults(name, config)
@@ -139,9 +152,16 @@ def test_padding_side_and_packing_change_nothing(name, config):
             rows.append(torch.cat([torch.full((9 - n,), fill, dtype=x.dtype), x[i, :n]]))
         return torch.stack(rows)
 
-    left = loss_and_grad(name, shift_left(lp.detach(), -7.0), shift_left(old, 3.0), shift_left(adv, 9.0),
-                         shift_left(mask_r, False), **config)
+    left = loss_and_grad(
+        name,
+        shift_left(lp.detach(), -7.0),
+        shift_left(old, 3.0),
+        shift_left(adv, 9.0),
+        shift_left(mask_r, False),
+        **config,
+    )
     torch.testing.assert_close(left[0], ref_loss)
+
     # Packing: rows 1+3 (5+3 tokens) and 0+2 (9+7 tokens) share rows of width 16.
     def pack(x, fill):
         a = torch.cat([x[1, :5], x[3, :3], torch.full((8,), fill, dtype=x.dtype)])
@@ -150,14 +170,16 @@ def test_padding_side_and_packing_change_nothing(name, config):
 
     seg = torch.tensor([[0] * 5 + [1] * 3 + [2] * 8, [0] * 9 + [1] * 7])
     lp_p = pack(lp.detach(), 0.0).requires_grad_(True)
-    loss, _ = compute_policy_loss(name, lp_p, pack(old, 0.0), pack(adv, 0.0), pack(mask_r, False),
-                                  segment_ids=seg, **config)
+    loss, _ = compute_policy_loss(
+        name, lp_p, pack(old, 0.0), pack(adv, 0.0), pack(mask_r, False), segment_ids=seg, **config
+    )
     torch.testing.assert_close(loss.detach(), ref_loss)
     (grad_p,) = torch.autograd.grad(loss, lp_p)
     torch.testing.assert_close(grad_p[0, :5], ref_grad[1, :5])
     torch.testing.assert_close(grad_p[1, 9:], ref_grad[2, :7])
-    assert loss_normalizer(name, pack(mask_r, False), segment_ids=seg, **config) == \
-        loss_normalizer(name, mask_r, **config)
+    assert loss_normalizer(name, pack(mask_r, False), segment_ids=seg, **config) == loss_normalizer(
+        name, mask_r, **config
+    )
 
 
 @pytest.mark.parametrize(("name", "config"), CASES, ids=CASE_IDS)
@@ -171,8 +193,10 @@ def test_micro_batches_sum_to_the_full_batch(name, config, aggregation):
     total_norm = sum(loss_normalizer(name, mask[p], **config) for p in parts)
     assert total_norm == loss_normalizer(name, mask, **config)
     lp_leaf = lp.detach().clone().requires_grad_(True)
-    summed = sum(compute_policy_loss(name, lp_leaf[p], old[p], adv[p], mask[p], normalizer=total_norm,
-                                     **config)[0] for p in parts)
+    summed = sum(
+        compute_policy_loss(name, lp_leaf[p], old[p], adv[p], mask[p], normalizer=total_norm, **config)[0]
+        for p in parts
+    )
     summed.backward()
     torch.testing.assert_close(summed.detach(), full_loss)
     torch.testing.assert_close(lp_leaf.grad, full_grad)
@@ -229,8 +253,18 @@ def test_state_correction_modes_by_hand():
 def test_p0_tapo_window_equals_dapo(schedule):
     lp, old, adv, mask = batch(scale=0.6, b=6, t=12, per_token_adv=True)
     dapo = loss_and_grad("dapo", lp, old, adv, mask)
-    tapo = loss_and_grad("tapo", lp, old, adv, mask, state_correction="none", clip_ratio_c=None,
-                         clip_schedule=schedule, clip_exponent=0.0, length_ref=5.0)
+    tapo = loss_and_grad(
+        "tapo",
+        lp,
+        old,
+        adv,
+        mask,
+        state_correction="none",
+        clip_ratio_c=None,
+        clip_schedule=schedule,
+        clip_exponent=0.0,
+        length_ref=5.0,
+    )
     assert dapo[2]["clip_frac"] > 0.1  # the window is exercised
     torch.testing.assert_close(tapo[0], dapo[0])
     torch.testing.assert_close(tapo[1], dapo[1])
@@ -326,6 +360,16 @@ def test_unknown_names_keys_and_bad_values_raise_clear_errors():
         compute_policy_loss("gspo", lp, old, adv, mask, state_correction="geo")
     with pytest.raises(ValueError, match="advantages"):
         compute_policy_loss("grpo", lp, old, adv[:2], mask)
-    assert set(CONFIG_KEYS) >= {"clip_low", "clip_high", "clip_ratio_c", "aggregation", "state_correction",
-                                "state_power", "clip_schedule", "clip_exponent", "length_ref", "kl_coef",
-                                "kl_estimator"}
+    assert set(CONFIG_KEYS) >= {
+        "clip_low",
+        "clip_high",
+        "clip_ratio_c",
+        "aggregation",
+        "state_correction",
+        "state_power",
+        "clip_schedule",
+        "clip_exponent",
+        "length_ref",
+        "kl_coef",
+        "kl_estimator",
+    }

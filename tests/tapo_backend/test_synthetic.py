@@ -74,8 +74,16 @@ def test_stale_replay_learns_on_policy():
 def test_quick_benchmark_writes_tables_plots_and_k0_losses_coincide(tmp_path):
     bench = load_benchmark()
     results = bench.main(["--quick", "--out", str(tmp_path), "--workers", "1"])
-    for name in ("results.json", "e1_table.md", "e1_table.csv", "e2_table.md", "e2_table.csv",
-                 "e1_bias_variance.png", "e2_success_curves.png", "e2_crash_rate.png"):
+    for name in (
+        "results.json",
+        "e1_table.md",
+        "e1_table.csv",
+        "e2_table.md",
+        "e2_table.csv",
+        "e1_bias_variance.png",
+        "e2_success_curves.png",
+        "e2_crash_rate.png",
+    ):
         assert (tmp_path / name).stat().st_size > 0, name
     stored = json.loads((tmp_path / "results.json").read_text())
     assert len(stored["e2"]) == len(bench.VARIANTS) * 2 * 2  # variants x horizons x staleness
