@@ -166,15 +166,9 @@ class Catalog:
 
     def add_step_rows(self, rows: Iterable[StepRow]) -> None:
         """Backfill the steps of an older catalog, and mark it current."""
-        with self._connect() as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                db.executemany(_INSERT_STEPS, rows)
-                db.execute(f"PRAGMA user_version = {VERSION}")
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+        with self._transaction() as db:
+            db.executemany(_INSERT_STEPS, rows)
+            db.execute(f"PRAGMA user_version = {VERSION}")
 
     def close(self) -> None:
         """Close this thread's connection (other threads' connections close when they are freed)."""
@@ -193,28 +187,31 @@ class Catalog:
             self._local.db = db
         yield db
 
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: committed when the block ends, rolled back if it raises."""
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
     def insert(
         self, entry: CatalogEntry, commit_file: Callable[[], None], steps: Iterable[StepRow] = ()
     ) -> None:
         """Insert `entry` (and its `steps`) and run `commit_file` inside one write transaction: either
         both happen or the row does not; a crash after `commit_file` leaves a file without a row, which
         `rebuild` adopts."""
-        with self._connect() as db:
-            db.execute("BEGIN IMMEDIATE")
+        with self._transaction() as db:
             try:
-                try:
-                    db.execute(
-                        _INSERT,
-                        [getattr(entry, c) for c in COLUMNS],
-                    )
-                except sqlite3.IntegrityError as exc:
-                    raise DuplicateTrajectoryError(entry.id) from exc
-                db.executemany(_INSERT_STEPS, steps)
-                commit_file()
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+                db.execute(_INSERT, [getattr(entry, c) for c in COLUMNS])
+            except sqlite3.IntegrityError as exc:
+                raise DuplicateTrajectoryError(entry.id) from exc
+            db.executemany(_INSERT_STEPS, steps)
+            commit_file()
 
     def get(self, trajectory_id: str) -> CatalogEntry | None:
         with self._connect() as db:
@@ -255,28 +252,17 @@ class Catalog:
         return int(found[0]), int(found[1])
 
     def set_indexed(self, ids: Iterable[str], value: int = 1) -> None:
-        with self._connect() as db:
-            db.execute("BEGIN IMMEDIATE")
+        with self._transaction() as db:
             db.executemany("UPDATE trajectories SET indexed = ? WHERE id = ?", [(value, i) for i in ids])
-            db.execute("COMMIT")
 
     def replace_all(self, entries: Iterable[CatalogEntry], steps: Iterable[StepRow]) -> None:
         """Rebuild: the catalog becomes exactly `entries` and `steps` (used by reindex, from the files)."""
-        with self._connect() as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                db.execute("DELETE FROM trajectories")
-                db.execute("DELETE FROM steps")
-                db.executemany(
-                    _INSERT,
-                    [[getattr(e, c) for c in COLUMNS] for e in entries],
-                )
-                db.executemany(_INSERT_STEPS, steps)
-                db.execute(f"PRAGMA user_version = {VERSION}")
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+        with self._transaction() as db:
+            db.execute("DELETE FROM trajectories")
+            db.execute("DELETE FROM steps")
+            db.executemany(_INSERT, [[getattr(e, c) for c in COLUMNS] for e in entries])
+            db.executemany(_INSERT_STEPS, steps)
+            db.execute(f"PRAGMA user_version = {VERSION}")
 
     # -- index documents matching filters (scope "steps": step ids "<trajectory>#<n>"; "summaries": ids)
     def count_matching(self, scope: str, filters: dict[str, Any], limit: int) -> int:

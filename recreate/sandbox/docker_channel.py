@@ -75,10 +75,10 @@ class _Marked:
             self._emit(self.pending[:at])
             self.after, self.pending = self.pending[at + len(self.marker) :], b""
             return
-        keep = len(self.marker) - 1  # a marker may be split across frames
-        if len(self.pending) > keep:
-            self._emit(self.pending[:-keep])
-            self.pending = self.pending[-keep:]
+        cut = len(self.pending) - (len(self.marker) - 1)  # keep what may be a marker's first part
+        if cut > 0:
+            self._emit(self.pending[:cut])
+            self.pending = self.pending[cut:]
 
     def _emit(self, data: bytes) -> None:
         if self.out is not None and data:
@@ -93,7 +93,7 @@ class CommandChannel:
         self.mode = "none"
         self.broken = False
         self._frames = b""  # a partial frame carried over between reads
-        self._current: tuple[_Marked, _Marked] = (_Marked(None, b""), _Marked(None, b""))
+        self._current: tuple[_Marked, _Marked] | None = None  # the running command's two streams
         self._lock = threading.Lock()
 
     def wait_ready(self, timeout: float = READY_SECONDS) -> str:
@@ -136,6 +136,7 @@ class CommandChannel:
             return code
 
     def _collect(self, deadline: float) -> tuple[int | None, bool]:
+        assert self._current is not None, "no command was sent"
         stdout, stderr = self._current
         state = self._read({1: stdout, 2: stderr}, deadline, lambda: _done(stdout, stderr))
         if state == "eof":
