@@ -18,7 +18,14 @@ from pathlib import Path
 
 from recreate.sandbox.base import Result, SandboxError, SandboxSpec
 from recreate.sandbox.host import HostSession
-from recreate.sandbox.process import kill_tree, limit_args, run_process, sandbox_uid, wait_readable
+from recreate.sandbox.process import (
+    as_user,
+    kill_tree,
+    limit_args,
+    run_process,
+    sandbox_uid,
+    wait_readable,
+)
 from recreate.sandbox.shell import sandbox_env, shell_argv
 
 INSIDE_ID = "65534"
@@ -46,10 +53,12 @@ class BwrapSession(HostSession):
 
     def _start(self) -> tuple[subprocess.Popen[bytes], int]:
         info_read, info_write = os.pipe()
+        prefix, user = as_user(self.uid)
         with open(self.root / "bwrap.log", "wb") as log:
             keeper = _SPAWNER.submit(
                 subprocess.Popen,
-                limit_args(self.spec, extra_processes=3)
+                prefix
+                + limit_args(self.spec, extra_processes=3)
                 + bwrap_argv(self.spec, self.workspace, info_write)
                 + ["/bin/sh", "-c", "echo ready; read _"],
                 stdin=subprocess.PIPE,
@@ -58,9 +67,7 @@ class BwrapSession(HostSession):
                 pass_fds=(info_write,),
                 env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
                 start_new_session=True,
-                user=self.uid,
-                group=self.uid,
-                extra_groups=None if self.uid is None else [],
+                **user,
             ).result()
         os.close(info_write)
         try:

@@ -11,19 +11,21 @@ import os
 import random
 import select
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from recreate.sandbox.base import Result, SandboxSpec
 
 _MB = 1024 * 1024
 _READ_SIZE = 65536
 _DRAIN_SECONDS = 0.1  # after the command exits, how long to collect output still in the pipes
+_SETPRIV = shutil.which("setpriv")
 UID_BASE, UID_SPAN = 1_800_000_000, 100_000_000  # host uids given to sandboxes when we run as root
 
 
@@ -107,6 +109,17 @@ def sandbox_uid() -> int | None:
     return UID_BASE + random.randrange(UID_SPAN) if os.geteuid() == 0 else None
 
 
+def as_user(uid: int | None) -> tuple[list[str], dict[str, Any]]:
+    """How to start a child as `uid`: an argv prefix (`setpriv`) when the host has it, else Popen's own
+    user/group arguments. The prefix keeps Popen on its vfork path; switching uid in Popen makes it
+    fork and copy our page tables (measured: a bwrap start 14 -> 33 ms with 800 MB resident)."""
+    if uid is None:
+        return [], {}
+    if _SETPRIV:
+        return [_SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"], {}
+    return [], {"user": uid, "group": uid, "extra_groups": []}
+
+
 def limit_args(spec: SandboxSpec, extra_processes: int = 0) -> list[str]:
     """A `prlimit` prefix that sets the spec's rlimits on the command it execs (thread-safe, unlike a
     preexec_fn)."""
@@ -169,17 +182,16 @@ def run_process(
     collect what is already buffered and return.
     """
     started = time.perf_counter()
+    prefix, user = as_user(uid)
     proc = subprocess.Popen(
-        argv,
+        prefix + argv,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
         cwd=cwd,
         start_new_session=True,
-        user=uid,
-        group=uid,
-        extra_groups=None if uid is None else [],
+        **user,
     )
     assert proc.stdout is not None and proc.stderr is not None
     if on_start is not None:
