@@ -9,6 +9,7 @@ root-owned on the host is readable and `close()` can kill every process the sess
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -203,20 +204,25 @@ class BwrapSandbox:
         self.base_dir = base_dir
 
     def open(self, spec: SandboxSpec | None = None) -> BwrapSession:
-        ok, reason = self.available()
-        if not ok:
-            raise SandboxError(f"the bwrap backend is unavailable: {reason}")
+        if _missing_tools():
+            raise SandboxError(f"the bwrap backend is unavailable: {self.available()[1]}")
         if self.base_dir is not None:
             check_visible(Path(self.base_dir), "base_dir")
         return BwrapSession(spec or SandboxSpec(), self.base_dir)
 
     def available(self) -> tuple[bool, str]:
-        missing = [tool for tool in ("bwrap", "nsenter", "prlimit") if shutil.which(tool) is None]
+        missing = _missing_tools()
         if missing:
             return False, f"missing {', '.join(missing)} (apt-get install -y bubblewrap util-linux)"
         return True, "bubblewrap " + _bwrap_version()
 
 
+@functools.cache
+def _missing_tools() -> list[str]:
+    return [tool for tool in ("bwrap", "nsenter", "prlimit") if shutil.which(tool) is None]
+
+
+@functools.cache
 def _bwrap_version() -> str:
     out = subprocess.run(["bwrap", "--version"], capture_output=True, text=True).stdout
     return out.split()[-1] if out.split() else "unknown version"

@@ -109,15 +109,15 @@ def _close_open_sessions() -> None:
 
 
 def uid_processes(uid: int) -> list[int]:
-    """Live (non-zombie) processes whose real uid is `uid`."""
+    """Live (non-zombie) processes of `uid`. /proc/PID belongs to the process's effective uid, so one
+    stat per process finds them (reading every status file made this a tenth of an evolve run's CPU);
+    our session uids never differ between real and effective."""
     found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                status = (entry / "status").read_text()
-                real_uid = status.split("\nUid:", 1)[1].split()[0]
-                zombie = status.split("\nState:", 1)[1].split()[0] == "Z"
-                if int(real_uid) == uid and not zombie:
+    for entry in os.scandir("/proc"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if entry.name.isdigit() and entry.stat().st_uid == uid:
+                status = Path(entry.path, "status").read_text()
+                if status.split("\nState:", 1)[1].split()[0] != "Z":
                     found.append(int(entry.name))
     return found
 
