@@ -46,6 +46,7 @@ def run_phase(n_tasks: int, concurrency: int, latency: float) -> tuple[float, li
     """(rollout+reflection phase wall time, per-task wall times) of one evolve round."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
+        root.chmod(0o755)  # the evaluator folder is bound into the sandbox, whose user must reach it
         domain, train, val = make_domain(root, n_tasks)
         with ScriptedOpenAIServer(responder, latency_s=latency) as server:
             opt = ReCreateOptimizer(
@@ -64,6 +65,9 @@ def run_phase(n_tasks: int, concurrency: int, latency: float) -> tuple[float, li
                 "valset": val,
             }
             results = opt.optimize(run_id="bench", **sets).results
+            feedback = [opt.experience.get(e.id).evaluation.feedback for e in opt.experience.list()]
+    broken = [f for f in feedback if "evaluation sandbox failed" in f]
+    assert not broken, f"{len(broken)} evaluations did not run: {broken[0]}"  # a fast failure is no figure
     phase = max(r["finished"] for r in results) - min(r["started"] for r in results)
     return phase, sorted(r["finished"] - r["started"] for r in results)
 
