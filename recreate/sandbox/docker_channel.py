@@ -162,7 +162,10 @@ class CommandChannel:
             remaining = deadline - time.perf_counter()
             if remaining <= 0 or not wait_readable(self.sock, remaining):
                 return "timeout"
-            chunk = self.sock.recv(65536)
+            try:
+                chunk = self.sock.recv(65536)
+            except OSError:  # reset: the container went away with our last line unread
+                return "eof"
             if not chunk:
                 return "eof"
             self._frames += chunk
