@@ -156,7 +156,7 @@ class Rollouts:
             self.cache.put(self.scaffold_hash, traj)
         if self.store is not None:
             with self._store_lock:
-                self.store.add(traj)
+                self.store.add(traj, index_later=True)  # the next step reads the files; searches wait
         return traj
 
     def _rollout(self, task: Task, seed: int) -> Trajectory:

@@ -5,11 +5,13 @@ and reported; the catalog and the index can always be rebuilt from the files (`r
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import threading
 import uuid
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,8 @@ from recreate.experience.schema import SchemaError, Trajectory, load_trajectory,
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 MAX_OBSERVATION_CHARS = 200_000
 INDEX_BATCH = 256
+log = logging.getLogger(__name__)
+_INDEXER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recreate-experience-index")
 
 
 class TrajectoryNotFoundError(KeyError):
@@ -66,6 +70,9 @@ class ExperienceStore:
         self._embedding, self._chroma_url = embedding, chroma_url
         self._index: ExperienceIndex | None = None
         self._index_lock = threading.Lock()
+        self._later: Future[None] | None = None  # background indexing of `add(..., index_later=True)`
+        self._later_again = False
+        self._later_lock = threading.Lock()
         if self.catalog.needs_step_rows():
             self._backfill_step_rows()
 
@@ -80,7 +87,9 @@ class ExperienceStore:
         self.catalog.add_step_rows(rows)
 
     def close(self) -> None:
-        """Release the catalog connection and the Chroma client; the store reopens them on next use."""
+        """Finish background indexing, release the catalog connection and the Chroma client; the store
+        reopens them on next use."""
+        self.wait_for_index()
         self.catalog.close()
         with self._index_lock:
             if self._index is not None:
@@ -103,10 +112,47 @@ class ExperienceStore:
         return self._index
 
     # -- writing -----------------------------------------------------------------------------------
-    def add(self, trajectory: Trajectory | dict[str, Any], *, source: str | None = None) -> CatalogEntry:
-        """Store one trajectory; DuplicateTrajectoryError if its id is taken, SchemaError if invalid."""
-        report = self.ingest([trajectory], source=source, strict=True)
+    def add(
+        self, trajectory: Trajectory | dict[str, Any], *, source: str | None = None, index_later: bool = False
+    ) -> CatalogEntry:
+        """Store one trajectory; DuplicateTrajectoryError if its id is taken, SchemaError if invalid.
+        `index_later`: return once its file and catalog row are written and index it in the background
+        (searches wait for that), so the caller's next step need not wait ~30 ms for Chroma."""
+        report = self.ingest([trajectory], source=source, strict=True, index=not index_later)
+        if index_later and self.auto_index:
+            self._index_in_background()
         return self.catalog.get(report.added[0])  # type: ignore[return-value]
+
+    def _index_in_background(self) -> None:
+        with self._later_lock:
+            if self._later is not None:
+                self._later_again = True  # the running pass may have read the catalog already
+                return
+            self._later = _INDEXER.submit(self._index_pending)
+
+    def _index_pending(self) -> None:
+        while True:
+            with self._later_lock:
+                self._later_again = False
+            try:
+                if self.index.writable():
+                    self.sync_index()
+            except BaseException:
+                with self._later_lock:
+                    self._later = None
+                raise
+            with self._later_lock:
+                if not self._later_again:
+                    self._later = None
+                    return
+
+    def wait_for_index(self) -> None:
+        """Until the background indexing of `add(..., index_later=True)` is done."""
+        with self._later_lock:
+            later = self._later
+        if later is not None and later.exception() is not None:
+            # the entries stay marked unindexed: the next sync_index (or reindex) picks them up
+            log.warning("background indexing failed: %s", later.exception())
 
     def ingest(
         self,
@@ -115,8 +161,10 @@ class ExperienceStore:
         source: str | None = None,
         strict: bool = False,
         progress: Callable[[int], None] | None = None,
+        index: bool = True,
     ) -> IngestReport:
-        """Store many trajectories; bad ones and duplicates are skipped and reported (raised if strict)."""
+        """Store many trajectories; bad ones and duplicates are skipped and reported (raised if strict).
+        With `index=False` they are left for `sync_index`."""
         report, pending = IngestReport(), []
         for item in items:
             label = str(item) if isinstance(item, Path) else source or "input"
@@ -135,13 +183,14 @@ class ExperienceStore:
                 report.errors.append(f"{label}: {exc}")
                 continue
             report.added.append(entry.id)
-            pending.append(traj)
+            if index:
+                pending.append(traj)
             if len(pending) >= INDEX_BATCH:
                 self._index_now(pending, report)
             if progress:
                 progress(1)
         self._index_now(pending, report)
-        if self.auto_index and self.index.writable():
+        if index and self.auto_index and self.index.writable():
             self.sync_index()  # entries other processes stored while this one owns the index
         return report
 
@@ -244,6 +293,7 @@ class ExperienceStore:
         ranking they come from. Otherwise, or if they hold fewer than k, all the matching documents
         are scored exactly (from the vector file: ~1 µs each)."""
         filters = check_filters(filters, filter_keys(scope))
+        self.wait_for_index()
         if scope == "memory" or not filters:
             return self.index.search(query, scope=scope, filters=filters, k=k)
         index, catalog = self.index, self.catalog
@@ -296,6 +346,7 @@ class ExperienceStore:
     def reindex(self, progress: Callable[[int], None] | None = None) -> IngestReport:
         """Rebuild the catalog and the index from the trajectory files. Unreadable files are reported and
         left where they are; stale temp files of killed writers are removed."""
+        self.wait_for_index()
         report = IngestReport()
         for tmp in self.files.glob("*/.*.tmp"):
             tmp.unlink(missing_ok=True)
@@ -335,6 +386,7 @@ class ExperienceStore:
 
     def verify(self) -> DriftReport:
         """Compare files, catalog and index; an empty report means they agree."""
+        self.wait_for_index()
         files = set(self._scan_files())
         entries = {e.id: e for e in self.catalog.query()}
         drift = DriftReport(

@@ -122,3 +122,11 @@ def test_store_without_auto_index_syncs_later(tmp_path) -> None:
     assert not store.verify().ok
     assert store.sync_index() == 3
     assert store.verify().ok
+
+
+def test_add_can_index_later_and_searches_still_see_it(store: ExperienceStore) -> None:
+    entries = [store.add(make_trajectory(f"t-later-{n}"), index_later=True) for n in range(12)]
+    assert all(store.get(e.id).trajectory_id == e.id for e in entries)  # readable at once
+    hits = store.search("primes", scope="summaries", filters={"task_id": "task-1"}, k=20)  # waits
+    assert {h.trajectory_id for h in hits} == {e.id for e in entries}
+    assert store.verify().ok and not store.catalog.query(unindexed=True)
