@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from recreate.experience.schema import Step, Trajectory
 
@@ -143,3 +144,31 @@ def test_summary(step: Step) -> str | None:
         "exit 0" if step.observation and step.observation.exit_code == 0 else "no result"
     )
     return f"{found.group(1)}: {label}"
+
+
+def cap_observations(traj: Trajectory, limit: int, truncated: list[str]) -> Trajectory:
+    """`traj`, or a copy whose observations and messages over `limit` chars are cut in the middle
+    (each cut is listed in `truncated`)."""
+    if all(
+        s.observation is None or (len(s.observation.stdout) <= limit and len(s.observation.stderr) <= limit)
+        for s in traj.steps
+    ) and not any(_too_long(m, limit) for m in traj.messages):
+        return traj
+    traj = traj.model_copy(deep=True)
+    for step in traj.steps:
+        obs = step.observation
+        for name in ("stdout", "stderr") if obs else ():
+            text = getattr(obs, name)
+            if len(text) > limit:
+                truncated.append(f"{traj.trajectory_id} step {step.index}: {name} {len(text)} chars")
+                setattr(obs, name, truncate_middle(text, limit))
+                setattr(obs, f"{name}_truncated", True)
+    for position, message in enumerate(traj.messages):
+        if _too_long(message, limit):
+            truncated.append(f"{traj.trajectory_id} message {position}: {len(message['content'])} chars")
+            message["content"] = truncate_middle(message["content"], limit)
+    return traj
+
+
+def _too_long(message: dict[str, Any], limit: int) -> bool:
+    return isinstance(message.get("content"), str) and len(message["content"]) > limit

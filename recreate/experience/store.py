@@ -27,7 +27,7 @@ from recreate.experience.catalog import (
     entry_for,
     step_rows,
 )
-from recreate.experience.digest import truncate_middle
+from recreate.experience.digest import cap_observations
 from recreate.experience.index import SCOPES, ExperienceIndex, Hit, IndexBusyError, filter_keys
 from recreate.experience.reports import DriftReport, IngestReport
 from recreate.experience.schema import SchemaError, Trajectory, load_trajectory, utcnow
@@ -170,7 +170,7 @@ class ExperienceStore:
             label = str(item) if isinstance(item, Path) else source or "input"
             try:
                 traj = item if isinstance(item, Trajectory) else load_trajectory(item)
-                traj = self._cap_observations(traj, report)
+                traj = cap_observations(traj, self.max_observation_chars, report.truncated)
                 entry = self._write(traj, source)
             except DuplicateTrajectoryError as exc:
                 if strict:
@@ -202,33 +202,6 @@ class ExperienceStore:
             except IndexBusyError:
                 report.index_deferred += len(pending)
         pending.clear()
-
-    def _cap_observations(self, traj: Trajectory, report: IngestReport) -> Trajectory:
-        limit = self.max_observation_chars
-        if all(
-            s.observation is None
-            or (len(s.observation.stdout) <= limit and len(s.observation.stderr) <= limit)
-            for s in traj.steps
-        ) and not any(_too_long(m, limit) for m in traj.messages):
-            return traj
-        traj = traj.model_copy(deep=True)
-        for step in traj.steps:
-            obs = step.observation
-            for name in ("stdout", "stderr") if obs else ():
-                text = getattr(obs, name)
-                if len(text) > limit:
-                    report.truncated.append(
-                        f"{traj.trajectory_id} step {step.index}: {name} {len(text)} chars"
-                    )
-                    setattr(obs, name, truncate_middle(text, limit))
-                    setattr(obs, f"{name}_truncated", True)
-        for position, message in enumerate(traj.messages):
-            if _too_long(message, limit):
-                report.truncated.append(
-                    f"{traj.trajectory_id} message {position}: {len(message['content'])} chars"
-                )
-                message["content"] = truncate_middle(message["content"], limit)
-        return traj
 
     def _write(self, traj: Trajectory, source: str | None) -> CatalogEntry:
         if not _SAFE_ID.match(traj.trajectory_id):
@@ -416,10 +389,6 @@ def open_store(settings: Settings, **options: Any) -> ExperienceStore:
     return ExperienceStore(
         settings.home / "experience", embedding=settings.embedding, chroma_url=settings.chroma_url, **options
     )
-
-
-def _too_long(message: dict[str, Any], limit: int) -> bool:
-    return isinstance(message.get("content"), str) and len(message["content"]) > limit
 
 
 __all__ = [
