@@ -29,8 +29,9 @@ def group_index(group_ids: Sequence[Hashable] | Tensor) -> Tensor:
     return torch.tensor([first_seen.setdefault(g, len(first_seen)) for g in group_ids], dtype=torch.long)
 
 
-def group_advantages(rewards: Tensor, group_ids: Sequence[Hashable] | Tensor, mode: str = "grpo",
-                     eps: float = 1e-6) -> Tensor:
+def group_advantages(
+    rewards: Tensor, group_ids: Sequence[Hashable] | Tensor, mode: str = "grpo", eps: float = 1e-6
+) -> Tensor:
     """Advantages [N] for rewards [N] grouped by task id (see module docstring for `mode`)."""
     if mode not in MODES:
         raise ValueError(f"advantage mode {mode!r} is not one of {', '.join(MODES)}")

@@ -50,8 +50,9 @@ def survival_reward(correct: Tensor) -> Tensor:
     return torch.cumprod(correct.to(torch.float64), dim=-1).sum(dim=-1) / correct.shape[-1]
 
 
-def estimator_bias_variance(horizon: int, vocab: int = 2, mismatch: float = 0.3, seed: int = 0,
-                            batch: int = 64) -> dict[str, dict[str, float]]:
+def estimator_bias_variance(
+    horizon: int, vocab: int = 2, mismatch: float = 0.3, seed: int = 0, batch: int = 64
+) -> dict[str, dict[str, float]]:
     """Exact relative bias, variance and batch-MSE of each E1 estimator of ∇J(π) from samples of μ.
 
     Estimators of the gradient w.r.t. the table θ_π, from one sequence y ~ μ with return R(y):
@@ -94,10 +95,16 @@ def estimator_bias_variance(horizon: int, vocab: int = 2, mismatch: float = 0.3,
         bias2 = float((mean - true_grad).pow(2).sum()) / scale
         var = float((p_mu * (per_sample - mean).pow(2).sum(1)).sum()) / scale
         cos = float(torch.nn.functional.cosine_similarity(mean, true_grad, dim=0))
-        out[name] = {"rel_bias": math.sqrt(bias2), "rel_var": var, "rel_mse_batch": bias2 + var / batch,
-                     "cosine": cos}
-    out["_meta"] = {"kl_mu_pi_per_token": float((p_mu[:, None] * (lp_mu - lp_pi)).sum(0).mean()),
-                    "grad_norm": math.sqrt(scale)}
+        out[name] = {
+            "rel_bias": math.sqrt(bias2),
+            "rel_var": var,
+            "rel_mse_batch": bias2 + var / batch,
+            "cosine": cos,
+        }
+    out["_meta"] = {
+        "kl_mu_pi_per_token": float((p_mu[:, None] * (lp_mu - lp_pi)).sum(0).mean()),
+        "grad_norm": math.sqrt(scale),
+    }
     return out
 
 
@@ -198,11 +205,18 @@ def expected_success(table: Tensor, targets: Tensor) -> Tensor:
 
 
 @functools.lru_cache(maxsize=4)
-def _pretrained(task: tuple[int, int, int, int, int, float], base_seed: int) -> tuple[dict[str, Tensor],
-                                                                                     Tensor]:
+def _pretrained(
+    task: tuple[int, int, int, int, int, float], base_seed: int
+) -> tuple[dict[str, Tensor], Tensor]:
     horizon, seeds, vocab, hidden, features, accuracy = task
-    cfg = StaleReplayConfig(horizon=horizon, seeds=seeds, vocab=vocab, hidden=hidden,
-                            position_features=features, init_accuracy=accuracy)
+    cfg = StaleReplayConfig(
+        horizon=horizon,
+        seeds=seeds,
+        vocab=vocab,
+        hidden=hidden,
+        position_features=features,
+        init_accuracy=accuracy,
+    )
     gen = torch.Generator().manual_seed(base_seed)
     policy = SharedChainPolicy(cfg, gen)
     targets = chain_targets(cfg, gen)
@@ -253,7 +267,7 @@ def stale_replay(loss_name: str, cfg: StaleReplayConfig, base_seed: int = 0) -> 
         sched.step()
         with torch.no_grad():
             table = policy.table()
-            history = (history + [table])[-(cfg.staleness + 1):]
+            history = (history + [table])[-(cfg.staleness + 1) :]
             success.append(expected_success(table, targets))
         clip_frac.append(metrics["clip_frac"] + metrics["dual_clip_frac"])
         kl.append(metrics["kl_mu_pi"])
@@ -263,8 +277,9 @@ def stale_replay(loss_name: str, cfg: StaleReplayConfig, base_seed: int = 0) -> 
 def summarize_curves(success: Tensor, reach: float = 0.9, crash: float = 0.5) -> dict[str, float]:
     """Final/best success, area under the curve, crash rate (fell below `crash` after reaching `reach`)."""
     reached = success >= reach
-    first = torch.where(reached.any(1), reached.float().argmax(1), torch.full_like(reached[:, 0], -1,
-                                                                                     dtype=torch.long))
+    first = torch.where(
+        reached.any(1), reached.float().argmax(1), torch.full_like(reached[:, 0], -1, dtype=torch.long)
+    )
     after = torch.arange(success.shape[1])[None, :] > first[:, None]
     crashed = (first >= 0) & ((success < crash) & after).any(1)
     return {

@@ -115,24 +115,54 @@ class PolicyLoss:
 LOSSES: dict[str, PolicyLoss] = {
     loss.name: loss
     for loss in (
-        PolicyLoss("grpo", "state", dict(aggregation="seq-mean-token-mean"),
-                   "token ratio, symmetric clip, per-sequence mean (Shao et al. 2024)"),
-        PolicyLoss("dapo", "state", dict(clip_high=0.28),
-                   "token ratio, clip-higher window, token mean (Yu et al. 2025)"),
-        PolicyLoss("dr_grpo", "state", dict(aggregation="fixed-length"),
-                   "token ratio, token sum / max_length (Liu et al. 2025); use no-std advantages"),
-        PolicyLoss("gspo", "sequence", dict(clip_low=3e-4, clip_high=4e-4,
-                                                  aggregation="seq-mean-token-mean"),
-                   "sequence geometric-mean ratio (Zheng et al. 2025)"),
-        PolicyLoss("gspo_token", "sequence-token", dict(clip_low=3e-4, clip_high=4e-4,
-                                                              aggregation="seq-mean-token-mean"),
-                   "GSPO-token: sequence ratio value, per-token gradient"),
-        PolicyLoss("ctpo", "state", dict(clip_high=0.28, state_correction="cum",
-                                               clip_schedule="position", clip_exponent=0.5),
-                   "cumulative prefix ratio prod_{j<=t} r_j, log clip scaled by sqrt(position)"),
-        PolicyLoss("tapo", "state", dict(clip_high=0.28, clip_ratio_c=3.0, state_correction="geo",
-                                               clip_schedule="position", clip_exponent=0.0),
-                   "geo-mean state correction of earlier model tokens, length-aware log clip"),
+        PolicyLoss(
+            "grpo",
+            "state",
+            dict(aggregation="seq-mean-token-mean"),
+            "token ratio, symmetric clip, per-sequence mean (Shao et al. 2024)",
+        ),
+        PolicyLoss(
+            "dapo",
+            "state",
+            dict(clip_high=0.28),
+            "token ratio, clip-higher window, token mean (Yu et al. 2025)",
+        ),
+        PolicyLoss(
+            "dr_grpo",
+            "state",
+            dict(aggregation="fixed-length"),
+            "token ratio, token sum / max_length (Liu et al. 2025); use no-std advantages",
+        ),
+        PolicyLoss(
+            "gspo",
+            "sequence",
+            dict(clip_low=3e-4, clip_high=4e-4, aggregation="seq-mean-token-mean"),
+            "sequence geometric-mean ratio (Zheng et al. 2025)",
+        ),
+        PolicyLoss(
+            "gspo_token",
+            "sequence-token",
+            dict(clip_low=3e-4, clip_high=4e-4, aggregation="seq-mean-token-mean"),
+            "GSPO-token: sequence ratio value, per-token gradient",
+        ),
+        PolicyLoss(
+            "ctpo",
+            "state",
+            dict(clip_high=0.28, state_correction="cum", clip_schedule="position", clip_exponent=0.5),
+            "cumulative prefix ratio prod_{j<=t} r_j, log clip scaled by sqrt(position)",
+        ),
+        PolicyLoss(
+            "tapo",
+            "state",
+            dict(
+                clip_high=0.28,
+                clip_ratio_c=3.0,
+                state_correction="geo",
+                clip_schedule="position",
+                clip_exponent=0.0,
+            ),
+            "geo-mean state correction of earlier model tokens, length-aware log clip",
+        ),
     )
 }
 

@@ -82,8 +82,15 @@ def compute_policy_loss(
     norm = float(normalizer) if normalizer is not None else local_norm
     loss = (per_token * weights).sum() / (norm if norm > 0 else 1.0)
     metrics = loss_metrics(
-        m=m, delta=delta.detach(), log_ratio=log_ratio.detach(), sigma=sigma, lo=lo, hi=hi,
-        adv=adv.detach(), clip_ratio_c=cfg.clip_ratio_c, kl=None if kl is None else kl.detach(),
+        m=m,
+        delta=delta.detach(),
+        log_ratio=log_ratio.detach(),
+        sigma=sigma,
+        lo=lo,
+        hi=hi,
+        adv=adv.detach(),
+        clip_ratio_c=cfg.clip_ratio_c,
+        kl=None if kl is None else kl.detach(),
     )
     metrics["normalizer"] = local_norm
     metrics["loss"] = float(loss.detach())
@@ -118,7 +125,7 @@ def state_correction(delta: Tensor, m: Tensor, mode: str, power: float = 0.5) ->
     delta = torch.where(m, delta.detach(), torch.zeros_like(delta))
     if mode == "none":
         return torch.zeros_like(delta)
-    n_before = (torch.cumsum(m.to(delta.dtype), dim=1) - m.to(delta.dtype))
+    n_before = torch.cumsum(m.to(delta.dtype), dim=1) - m.to(delta.dtype)
     sum_before = torch.cumsum(delta, dim=1) - delta
     if mode == "cum":
         return sum_before
@@ -132,8 +139,9 @@ def state_correction(delta: Tensor, m: Tensor, mode: str, power: float = 0.5) ->
     return torch.where(torch.isinf(shifted), torch.zeros_like(delta), shifted)
 
 
-def _log_ratio(loss_def: PolicyLoss, cfg: LossConfig, lp: Tensor, delta: Tensor, m: Tensor) -> tuple[
-        Tensor, Tensor]:
+def _log_ratio(
+    loss_def: PolicyLoss, cfg: LossConfig, lp: Tensor, delta: Tensor, m: Tensor
+) -> tuple[Tensor, Tensor]:
     if loss_def.ratio == "state":
         sigma = state_correction(delta, m, cfg.state_correction, cfg.state_power)
         return sigma + delta, sigma
@@ -167,11 +175,20 @@ def _kl(lp: Tensor, ref: Tensor, m: Tensor, estimator: str) -> Tensor:
     return torch.exp(diff) - diff - 1.0
 
 
-def _prepare(lp: Tensor, old: Tensor, adv: Tensor, mask: Tensor, ref: Tensor | None, behavior: Tensor | None,
-             segment_ids: Tensor | None) -> dict[str, Any]:
+def _prepare(
+    lp: Tensor,
+    old: Tensor,
+    adv: Tensor,
+    mask: Tensor,
+    ref: Tensor | None,
+    behavior: Tensor | None,
+    segment_ids: Tensor | None,
+) -> dict[str, Any]:
     if lp.dim() != 2 or old.shape != lp.shape or mask.shape != lp.shape:
-        raise ValueError(f"logprobs, old_logprobs and mask must share a [B, T] shape; got "
-                         f"{tuple(lp.shape)}, {tuple(old.shape)}, {tuple(mask.shape)}")
+        raise ValueError(
+            f"logprobs, old_logprobs and mask must share a [B, T] shape; got "
+            f"{tuple(lp.shape)}, {tuple(old.shape)}, {tuple(mask.shape)}"
+        )
     for label, extra in (("ref_logprobs", ref), ("behavior_logprobs", behavior)):
         if extra is not None and extra.shape != lp.shape:
             raise ValueError(f"{label} must have shape {tuple(lp.shape)}, got {tuple(extra.shape)}")

@@ -16,8 +16,18 @@ def position_bin_labels() -> list[str]:
 
 
 @torch.no_grad()
-def loss_metrics(*, m: Tensor, delta: Tensor, log_ratio: Tensor, sigma: Tensor, lo: Tensor, hi: Tensor,
-                 adv: Tensor, clip_ratio_c: float | None, kl: Tensor | None) -> dict[str, float]:
+def loss_metrics(
+    *,
+    m: Tensor,
+    delta: Tensor,
+    log_ratio: Tensor,
+    sigma: Tensor,
+    lo: Tensor,
+    hi: Tensor,
+    adv: Tensor,
+    clip_ratio_c: float | None,
+    kl: Tensor | None,
+) -> dict[str, float]:
     """Fractions are over model tokens (mask 1); every value is finite, also for an empty mask."""
     count = m.sum()
     denom = count.clamp(min=1).to(log_ratio.dtype)
