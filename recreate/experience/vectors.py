@@ -13,7 +13,7 @@ files back to the complete rows before appending.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -46,13 +46,18 @@ class VectorFile:
             with open(self.vectors_path, "ab") as fh:
                 fh.truncate(self._count * self.dim * 4)  # rows a killed writer left without ids
                 fh.write(matrix.tobytes())
-            with open(self.ids_path, "a", encoding="utf-8") as fh:
-                fh.truncate(self._read_to)  # and a torn last id line
-                fh.write("".join(f"{i}\n" for i in ids))
+            self._write_ids(f"{i}\n" for i in ids)
 
     def drop(self, ids: Sequence[str]) -> None:
-        with self._lock, open(self.ids_path, "a", encoding="utf-8") as fh:
-            fh.write("".join(f"-{i}\n" for i in ids))
+        with self._lock:
+            self._refresh()
+            if self.dim is not None:
+                self._write_ids(f"-{i}\n" for i in ids)
+
+    def _write_ids(self, lines: Iterable[str]) -> None:
+        with open(self.ids_path, "a", encoding="utf-8") as fh:
+            fh.truncate(self._read_to)  # a torn last line of a killed writer
+            fh.write("".join(lines))
 
     def reset(self) -> None:
         with self._lock:

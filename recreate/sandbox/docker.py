@@ -223,12 +223,11 @@ class DockerSession(ClosingSession):
         if self.channel is not None and self.channel.usable:
             sink = CappedOutput(1024)
             code, _ = self.channel.run(shlex.join(argv), sink, sink, time.perf_counter() + 30)
-            if code != 0:
-                raise SandboxError(f"{'/'.join(parts)!r} is a symlink or leads outside the workspace")
-            return
-        exec_id = self.api.exec_create(self.id, argv, user=f"{INSIDE_ID}:{INSIDE_ID}")["Id"]
-        self.api.exec_start(exec_id)
-        if self._exit_code(exec_id) != 0:
+        else:
+            exec_id = self.api.exec_create(self.id, argv, user=f"{INSIDE_ID}:{INSIDE_ID}")["Id"]
+            self.api.exec_start(exec_id)
+            code = self._exit_code(exec_id)
+        if code != 0:
             raise SandboxError(f"{'/'.join(parts)!r} is a symlink or leads outside the workspace")
 
     def _put_archive(self, path: str, archive: bytes) -> None:

@@ -10,6 +10,7 @@ from recreate.domains import get_domain
 from recreate.experience.schema import Evaluation, Outcome, Trajectory
 from recreate.experience.store import ExperienceStore
 from recreate.models import make_chat_model
+from recreate.optimizer.proposals import Proposal
 from recreate.optimizer.reflect import Ablations, reflect_on_run
 from recreate.scaffold import load_scaffold
 from recreate.testing import text, tool_call
@@ -32,6 +33,21 @@ def run(recreate_home):
     return traj, store
 
 
+def _reflect(traj: Trajectory, store: ExperienceStore, url: str, ablations: Ablations) -> Proposal:
+    """The ReCreate-Agent on the words domain's first task, with the scripted endpoint at `url`."""
+    domain = get_domain("jsonl", data=WORDS / "tasks.jsonl", evaluator=EVALUATOR)
+    return reflect_on_run(
+        traj,
+        scaffold=load_scaffold(REPO / "scaffolds" / "minimal"),
+        domain=domain,
+        task=domain.tasks()[0],
+        model=make_chat_model(f"scripted@{url}", role="optimizer"),
+        experience=store,
+        sandbox="bwrap",
+        ablations=ablations,
+    )
+
+
 @pytest.mark.parametrize(
     ("ablations", "absent", "present"),
     [
@@ -45,17 +61,7 @@ def run(recreate_home):
 def test_ablations_change_what_the_meta_agent_sees(run, openai_server, ablations, absent, present):
     traj, store = run
     openai_server.enqueue(tool_call("propose", {"ops": GOOD_OPS[:1], "diagnosis": "case"}), text("done"))
-    domain = get_domain("jsonl", data=WORDS / "tasks.jsonl", evaluator=EVALUATOR)
-    proposal = reflect_on_run(
-        traj,
-        scaffold=load_scaffold(REPO / "scaffolds" / "minimal"),
-        domain=domain,
-        task=domain.tasks()[0],
-        model=make_chat_model(f"scripted@{openai_server.url}", role="optimizer"),
-        experience=store,
-        sandbox="bwrap",
-        ablations=ablations,
-    )
+    proposal = _reflect(traj, store, openai_server.url, ablations)
     assert proposal.status == "ok" and proposal.ops[0]["id"] == "lower"
     first = openai_server.requests[0]
     tools = {t["function"]["name"] for t in first["tools"]}
@@ -74,17 +80,7 @@ def test_no_eval_details_hides_feedback_from_the_inspection_tools(run, openai_se
         tool_call("propose", {"ops": [], "diagnosis": "nothing", "cause": "none"}),
         text("done"),
     )
-    domain = get_domain("jsonl", data=WORDS / "tasks.jsonl", evaluator=EVALUATOR)
-    reflect_on_run(
-        traj,
-        scaffold=load_scaffold(REPO / "scaffolds" / "minimal"),
-        domain=domain,
-        task=domain.tasks()[0],
-        model=make_chat_model(f"scripted@{openai_server.url}", role="optimizer"),
-        experience=store,
-        sandbox="bwrap",
-        ablations=Ablations(no_eval_details=hidden),
-    )
+    _reflect(traj, store, openai_server.url, Ablations(no_eval_details=hidden))
     view = next(m["content"] for m in openai_server.requests[1]["messages"] if m["role"] == "tool")
     assert ("must match exactly" in view) is not hidden
     assert ("not available" in view) is hidden
