@@ -197,6 +197,11 @@ class ExperienceIndex:
                 )
         return self._collections[scope]
 
+    def close(self) -> None:
+        for vectors in self._vector_files.values():
+            vectors.close()
+        self.client.close()
+
     def writable(self) -> bool:
         """True when this process may write: always with a server, else when it owns the directory."""
         return self.url is not None or _own(self.path)

@@ -93,7 +93,7 @@ class ExperienceStore:
         self.catalog.close()
         with self._index_lock:
             if self._index is not None:
-                self._index.client.close()
+                self._index.close()
                 self._index = None
 
     def __enter__(self) -> ExperienceStore:

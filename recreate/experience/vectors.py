@@ -12,6 +12,7 @@ files back to the complete rows before appending.
 
 from __future__ import annotations
 
+import mmap
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -27,7 +28,8 @@ class VectorFile:
         self._rows: dict[str, int] = {}
         self._count = 0  # rows with a complete id line
         self._read_to = 0  # bytes of the ids file already read
-        self._matrix: np.ndarray | None = None
+        self._matrix: np.ndarray | None = None  # a view of `_map`: the complete rows
+        self._map: mmap.mmap | None = None
         self._lock = threading.Lock()
 
     def append(self, ids: Sequence[str], vectors: Sequence[Sequence[float]]) -> None:
@@ -63,7 +65,18 @@ class VectorFile:
         with self._lock:
             self.ids_path.unlink(missing_ok=True)
             self.vectors_path.unlink(missing_ok=True)
-            self.dim, self._rows, self._count, self._read_to, self._matrix = None, {}, 0, 0, None
+            self._forget()
+
+    def close(self) -> None:
+        """Release the mapping (and its file descriptor); the next use reads the files again."""
+        with self._lock:
+            self._forget()
+
+    def _forget(self) -> None:
+        self._matrix = None  # drop the array before closing the map it views
+        if self._map is not None:
+            self._map.close()
+        self.dim, self._rows, self._count, self._read_to, self._map = None, {}, 0, 0, None
 
     def ids(self) -> set[str]:
         with self._lock:
@@ -93,10 +106,10 @@ class VectorFile:
         try:
             size = self.ids_path.stat().st_size
         except FileNotFoundError:
-            self.dim, self._rows, self._count, self._read_to, self._matrix = None, {}, 0, 0, None
+            self._forget()
             return
         if size < self._read_to:  # reset by another process
-            self.dim, self._rows, self._count, self._read_to, self._matrix = None, {}, 0, 0, None
+            self._forget()
         if size == self._read_to:
             return
         with open(self.ids_path, "rb") as fh:
@@ -113,9 +126,12 @@ class VectorFile:
                 self._rows[line] = self._count
                 self._count += 1
         if self._count and self.dim:
-            self._matrix = np.memmap(
-                self.vectors_path, dtype=np.float32, mode="r", shape=(self._count, self.dim)
-            )
+            self._matrix = None
+            if self._map is not None:
+                self._map.close()
+            with open(self.vectors_path, "rb") as fh:
+                self._map = mmap.mmap(fh.fileno(), self._count * self.dim * 4, access=mmap.ACCESS_READ)
+            self._matrix = np.frombuffer(self._map, dtype=np.float32).reshape(self._count, self.dim)
 
 
 def dot_rows(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:

@@ -1,3 +1,4 @@
+import gc
 import os
 
 from recreate.experience.schema import Trajectory
@@ -5,6 +6,9 @@ from recreate.experience.store import ExperienceStore
 
 
 def open_fds() -> int:
+    # Chroma leaves reference cycles that hold its sqlite file until the collector runs; without
+    # collecting first the count depends on GC timing (it failed 2 runs in 10)
+    gc.collect()
     return len(os.listdir("/proc/self/fd"))
 
 
