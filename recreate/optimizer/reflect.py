@@ -8,6 +8,8 @@ Nothing it writes runs on the host.
 from __future__ import annotations
 
 import json
+import threading
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +25,7 @@ from recreate.experience.schema import Trajectory
 from recreate.experience.tools import experience_tools
 from recreate.optimizer.prompts import GUIDANCE, REFLECT, ops_reference
 from recreate.optimizer.proposals import Proposal, ProposalBox, propose_tool
-from recreate.sandbox import SandboxSpec, Session, close_soon
+from recreate.sandbox import SandboxSpec, Session, close_when_opened, open_soon
 from recreate.scaffold import Scaffold, Tool
 
 OUTPUT_CHARS = 4000
@@ -81,17 +83,30 @@ def view_scaffold_tool(scaffold: Scaffold) -> BaseTool:
 
 
 class TaskEnvironment:
-    """The task's environment re-opened in a fresh sandbox session, lazily, for the meta-agent."""
+    """The task's environment re-opened in a fresh sandbox session for the meta-agent: on first use, or
+    ahead of it with `open_soon` (while the meta-agent's first model call is out)."""
 
     def __init__(self, domain: Domain, task: Task, sandbox: Any, spec: SandboxSpec | None = None):
         self.domain, self.task, self.sandbox, self.spec = domain, task, sandbox, spec
-        self._session: Session | None = None
+        self._opening: Future[Session] | None = None
+        self._lock = threading.Lock()
+
+    def open_soon(self) -> Future[Session]:
+        with self._lock:
+            if self._opening is None:
+                prepare = lambda session: self.domain.prepare(self.task, session)  # noqa: E731
+                self._opening = open_soon(self.sandbox, self.spec or SandboxSpec(), then=prepare)
+            return self._opening
 
     def session(self) -> Session:
-        if self._session is None:
-            self._session = self.sandbox.open(self.spec or SandboxSpec())
-            self.domain.prepare(self.task, self._session)
-        return self._session
+        opening = self.open_soon()
+        try:
+            return opening.result()
+        except Exception:
+            with self._lock:
+                if self._opening is opening:
+                    self._opening = None  # the next command tries again
+            raise
 
     def run(self, command: str) -> str:
         """Run a shell command in the task's environment (a fresh sandbox with the task's files)."""
@@ -131,9 +146,10 @@ class TaskEnvironment:
         ]
 
     def close(self) -> None:
-        if self._session is not None:
-            close_soon(self._session)
-            self._session = None
+        with self._lock:
+            opening, self._opening = self._opening, None
+        if opening is not None:
+            close_when_opened(opening)
 
 
 def _clip(text: str) -> str:
@@ -178,6 +194,7 @@ def reflect_on_run(
     )
     if not ablations.no_environment:
         tools += env.tools()
+        env.open_soon()
     prompt = REFLECT.format(domain=domain.describe())
     if not ablations.no_guidance:
         prompt += "\n" + GUIDANCE.format(ops_reference=ops_reference())

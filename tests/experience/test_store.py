@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 
 import pytest
 
+from recreate.experience import store as store_module
 from recreate.experience.schema import SchemaError, load_trajectory
 from recreate.experience.store import DuplicateTrajectoryError, ExperienceStore, StoreError
 from tests.experience.factory import bash_step, make_trajectory
@@ -130,3 +132,20 @@ def test_add_can_index_later_and_searches_still_see_it(store: ExperienceStore) -
     hits = store.search("primes", scope="summaries", filters={"task_id": "task-1"}, k=20)  # waits
     assert {h.trajectory_id for h in hits} == {e.id for e in entries}
     assert store.verify().ok and not store.catalog.query(unindexed=True)
+
+
+def test_a_burst_of_later_adds_is_one_index_write_and_a_search_does_not_wait_for_quiet(
+    store: ExperienceStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "INDEX_QUIET_S", 60.0)  # no quiet moment comes during this test
+    monkeypatch.setattr(store_module, "INDEX_MAX_DELAY_S", 60.0)
+    writes: list[int] = []
+    index_add = store.index.add
+    monkeypatch.setattr(store.index, "add", lambda trajs: (writes.append(len(trajs)), index_add(trajs)))
+    entries = [store.add(make_trajectory(f"t-burst-{n}"), index_later=True) for n in range(10)]
+    assert len(store.catalog.query(unindexed=True)) == 10  # waiting for quiet, not written one by one
+    began = time.monotonic()
+    hits = store.search("primes", scope="summaries", filters={"task_id": "task-1"}, k=20)
+    assert time.monotonic() - began < 30  # the search cut the quiet period short (it would be 60 s)
+    assert {h.trajectory_id for h in hits} == {e.id for e in entries}
+    assert writes == [10]
