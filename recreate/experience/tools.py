@@ -9,7 +9,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from langchain_core.tools import BaseTool, StructuredTool, ToolException
+from langchain_core.tools import BaseTool, ToolException
 from pydantic import BaseModel, Field
 
 from recreate.experience.catalog import FILTER_KEYS
@@ -17,6 +17,7 @@ from recreate.experience.inspection import ExperienceInspector
 from recreate.experience.schema import SchemaError
 from recreate.experience.store import ExperienceStore
 from recreate.experience.views import DEFAULT_BUDGET, VIEWS
+from recreate.structured_tool import make_tool
 
 _FILTERS_HELP = f"exact-match filters; keys: {', '.join(FILTER_KEYS)} (outcome is passed|failed|unevaluated)"
 
@@ -106,11 +107,11 @@ def experience_tools(
             ),
         ]
     return [
-        StructuredTool.from_function(
-            func=_as_tool_error(fn),
+        make_tool(
+            _as_tool_error(fn),
             name=name,
             description=description + budget_note,
-            args_schema=schema,
+            args=schema,
             handle_tool_error=True,
         )
         for name, description, schema, fn in specs

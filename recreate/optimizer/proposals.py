@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from recreate.scaffold import Scaffold, parse_ops
 from recreate.scaffold import apply as apply_ops
+from recreate.structured_tool import make_tool
 
 Cause = Literal["knowledge_gap", "strategy_gap", "missing_tool", "none", "other"]
 MAX_ATTEMPTS = 2  # the first failure is fed back; the second drops the proposal
@@ -95,9 +96,9 @@ class _ProposeArgs(BaseModel):
 
 
 def propose_tool(box: ProposalBox, name: str = "propose") -> StructuredTool:
-    return StructuredTool.from_function(
-        func=box.submit,
+    return make_tool(
+        box.submit,
         name=name,
         description="Record your proposal: typed scaffold edit ops with a diagnosis. Checked by a dry run.",
-        args_schema=_ProposeArgs,
+        args=_ProposeArgs,
     )

@@ -16,7 +16,7 @@ from typing import Any
 from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool
 from langgraph.errors import GraphRecursionError
 from pydantic import BaseModel, Field
 
@@ -27,12 +27,20 @@ from recreate.optimizer.prompts import GUIDANCE, REFLECT, ops_reference
 from recreate.optimizer.proposals import Proposal, ProposalBox, propose_tool
 from recreate.sandbox import SandboxSpec, Session, close_when_opened, open_soon
 from recreate.scaffold import Scaffold, Tool
+from recreate.structured_tool import make_tool
 
 OUTPUT_CHARS = 4000
 
 
 class _RunArgs(BaseModel):
     command: str = Field(description="a bash command")
+
+
+class _ViewArgs(BaseModel):
+    component: str = Field(
+        "overview",
+        description="overview | system_prompt | instance_template | rules | memory | tools | tool:NAME",
+    )
 
 
 class _TestToolArgs(BaseModel):
@@ -55,7 +63,6 @@ class Ablations:
 
 def view_scaffold_tool(scaffold: Scaffold) -> BaseTool:
     def view_scaffold(component: str = "overview") -> str:
-        """component: overview | system_prompt | instance_template | rules | memory | tools | tool:NAME"""
         if component == "system_prompt":
             return scaffold.system_prompt
         if component == "instance_template":
@@ -79,7 +86,12 @@ def view_scaffold_tool(scaffold: Scaffold) -> BaseTool:
             f"tools: {[t.name for t in scaffold.tools]}; memory items: {len(scaffold.memory)}"
         )
 
-    return StructuredTool.from_function(view_scaffold)
+    return make_tool(
+        view_scaffold,
+        name="view_scaffold",
+        description="View a part of the current scaffold.",
+        args=_ViewArgs,
+    )
 
 
 class TaskEnvironment:
@@ -131,16 +143,16 @@ class TaskEnvironment:
 
     def tools(self) -> list[BaseTool]:
         return [
-            StructuredTool.from_function(
+            make_tool(
                 self.run,
                 name="run_in_environment",
-                args_schema=_RunArgs,
+                args=_RunArgs,
                 description="Run a shell command in a fresh sandbox holding the task's files.",
             ),
-            StructuredTool.from_function(
+            make_tool(
                 self.test_tool,
                 name="test_tool",
-                args_schema=_TestToolArgs,
+                args=_TestToolArgs,
                 description="Write a candidate tool into the task's sandbox and run it once with `args`.",
             ),
         ]
