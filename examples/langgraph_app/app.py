@@ -12,6 +12,7 @@ Serve it: langgraph dev --port 8123
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sqlite3
 from pathlib import Path
@@ -71,8 +72,13 @@ def build_app(
     return graph.compile(checkpointer=checkpointer, name="router_app")
 
 
-def make_app(config: RunnableConfig) -> CompiledStateGraph:
-    """Factory for langgraph.json: the server supplies the checkpointer."""
+async def make_app(config: RunnableConfig) -> CompiledStateGraph:
+    """Factory for langgraph.json: the server supplies the checkpointer. It calls factories on its event
+    loop, and building the agent reads files (blocking calls), so that happens in a worker thread."""
+    return await asyncio.to_thread(app_from_config, config)
+
+
+def app_from_config(config: RunnableConfig) -> CompiledStateGraph:
     configurable = (config or {}).get("configurable") or {}
     scaffold = configurable.get("scaffold") or os.environ.get("RECREATE_SCAFFOLD") or str(SEED)
     model = configurable.get("model") or os.environ.get("RECREATE_MODEL")

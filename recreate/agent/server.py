@@ -8,6 +8,7 @@ The server brings its own checkpointer; the graph is compiled without one.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -20,7 +21,13 @@ from recreate.config import load_settings
 DEFAULT_SCAFFOLD = Path(__file__).resolve().parents[2] / "scaffolds" / "minimal"
 
 
-def make_graph(config: RunnableConfig) -> CompiledStateGraph:
+async def make_graph(config: RunnableConfig) -> CompiledStateGraph:
+    """The server calls factories on its event loop; building reads files and probes the sandbox (blocking
+    calls, which `langgraph dev` refuses there), so it happens in a worker thread."""
+    return await asyncio.to_thread(domain_agent_graph, config)
+
+
+def domain_agent_graph(config: RunnableConfig) -> CompiledStateGraph:
     configurable = (config or {}).get("configurable") or {}
     settings = load_settings()
     scaffold = configurable.get("scaffold") or os.environ.get("RECREATE_SCAFFOLD") or str(DEFAULT_SCAFFOLD)

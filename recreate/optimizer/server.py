@@ -8,6 +8,7 @@ Everything comes from the run's configurable values or the environment:
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,12 @@ def _value(configurable: dict[str, Any], key: str, default: Any = None) -> Any:
     return configurable.get(key) or os.environ.get(f"RECREATE_{key.upper()}") or default
 
 
-def make_evolve_graph(config: RunnableConfig) -> CompiledStateGraph:
+async def make_evolve_graph(config: RunnableConfig) -> CompiledStateGraph:
+    """Built in a worker thread: the server calls factories on its event loop (see agent/server.py)."""
+    return await asyncio.to_thread(evolve_graph, config)
+
+
+def evolve_graph(config: RunnableConfig) -> CompiledStateGraph:
     from recreate.domains import get_domain
     from recreate.optimizer import EvolveConfig, ReCreateOptimizer
 

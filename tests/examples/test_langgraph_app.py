@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import os
@@ -64,7 +65,8 @@ def test_langgraph_json_points_at_loadable_factories(monkeypatch, openai_server)
     monkeypatch.setenv("RECREATE_MODEL", f"scripted@{openai_server.url}")
     for name, target in config["graphs"].items():
         file, _, attr = target.partition(":")
-        graph = getattr(_load(REPO / file, f"lg_{attr}"), attr)({"configurable": {"sandbox": "local"}})
+        factory = getattr(_load(REPO / file, f"lg_{attr}"), attr)
+        graph = asyncio.run(factory({"configurable": {"sandbox": "local"}}))  # the server awaits them
         assert graph.checkpointer is None  # the server supplies its own
         inputs = graph.get_input_jsonschema()["properties"]
         assert ("history" if name == "evolve" else "messages") in inputs
@@ -95,9 +97,9 @@ def test_langgraph_dev_serves_the_domain_agent(openai_server, tmp_path):
     config["graphs"] = {name: str(REPO / target.lstrip("./")) for name, target in config["graphs"].items()}
     (tmp_path / "langgraph.json").write_text(json.dumps(config))
     argv = [str(cli), "dev", "--port", str(port), "--no-browser", "--no-reload"]
-    server = subprocess.Popen(
-        argv, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    log = tmp_path / "server.log"  # where to look when a run fails (e.g. a BlockingError on its loop)
+    with log.open("w") as sink:
+        server = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=sink, stderr=subprocess.STDOUT)
     try:
         deadline = time.time() + 90
         while True:

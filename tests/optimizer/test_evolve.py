@@ -123,11 +123,11 @@ def test_rollout_and_wall_budgets_count_across_resumes(recreate_home, openai_ser
 
 
 def test_langgraph_server_factory_builds_a_runnable_evolve_graph(recreate_home, openai_server, monkeypatch):
-    from recreate.optimizer.server import make_evolve_graph
+    from recreate.optimizer.server import evolve_graph
 
     monkeypatch.setenv("RECREATE_EMBEDDING", "hash")
     openai_server.responder = responder
-    graph = make_evolve_graph(
+    graph = evolve_graph(
         {
             "configurable": {
                 "model": f"scripted@{openai_server.url}",
