@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import posixpath
 import shlex
 import socket
@@ -29,6 +30,7 @@ from recreate.sandbox.workspace import as_bytes, workspace_parts
 
 LABEL = "recreate.sandbox"
 OWNER_LABEL = "recreate.owner"
+log = logging.getLogger(__name__)
 INSIDE_ID = 65534
 _STATE = "/tmp/.recreate-shell"
 _PID_FILE = "/tmp/.recreate-pid-"  # + a per-command token
@@ -212,8 +214,26 @@ class DockerSession(ClosingSession):
             with contextlib.suppress(Exception):
                 self.channel.sock.close()
         if self.id is not None:
-            with contextlib.suppress(Exception):
+            self._remove()
+
+    def _remove(self) -> None:
+        """Remove the container; the engine sometimes fails a removal once under load, so try again, and
+        say so if it outlives the session (`reap_orphans` removes it once this process is gone)."""
+        import docker.errors
+
+        error: Exception | None = None
+        for pause in (0.0, 0.2, 1.0):
+            time.sleep(pause)
+            try:
                 self.api.remove_container(self.id, force=True)
+                return
+            except docker.errors.NotFound:
+                return
+            except Exception as exc:
+                error = exc
+        log.warning(
+            "container %s outlived its session (%s); docker rm -f %s removes it", self.id, error, self.id
+        )
 
     def _check_inside(self, parts: list[str]) -> None:
         """Refuse paths that are, or pass through, symlinks leading out of the workspace."""

@@ -54,6 +54,23 @@ def test_container_carries_labels_and_limits_and_is_removed_on_close(sandbox) ->
     assert session.api.containers(all=True, filters={"id": session.id}) == []
 
 
+def test_close_tries_the_removal_again_after_an_engine_error(sandbox, monkeypatch, caplog) -> None:
+    session = sandbox.open(SandboxSpec())
+    calls: list[str] = []
+    remove = session.api.remove_container
+
+    def flaky_once(container_id: str, **options) -> None:  # the engine's real call, after one failure
+        calls.append(container_id)
+        if len(calls) == 1:
+            raise ConnectionError("engine busy")
+        remove(container_id, **options)
+
+    monkeypatch.setattr(session.api, "remove_container", flaky_once)
+    session.close()
+    assert len(calls) == 2 and not caplog.records
+    assert session.api.containers(all=True, filters={"id": session.id}) == []
+
+
 def test_image_is_required(busybox_image: str) -> None:
     with pytest.raises(SandboxError, match="needs an image"):
         get_sandbox("docker").open(SandboxSpec())
