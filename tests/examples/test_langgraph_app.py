@@ -19,6 +19,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from recreate.sandbox import get_sandbox
 from recreate.testing import text, tool_call
+from tests.optimizer.script import EVALUATOR, WORDS, responder
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -74,7 +75,7 @@ def test_langgraph_json_points_at_loadable_factories(monkeypatch, openai_server)
 
 @pytest.mark.slow
 @pytest.mark.bwrap
-def test_langgraph_dev_serves_the_domain_agent(openai_server, tmp_path):
+def test_langgraph_dev_serves_the_domain_agent_and_the_evolve_loop(openai_server, tmp_path):
     cli = Path(sys.executable).with_name("langgraph")
     if not cli.exists():
         pytest.skip("langgraph-cli[inmem] is not installed")
@@ -89,7 +90,10 @@ def test_langgraph_dev_serves_the_domain_agent(openai_server, tmp_path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = dict(
-        os.environ, RECREATE_MODEL=f"scripted@{openai_server.url}", RECREATE_HOME=str(tmp_path / "home")
+        os.environ,
+        RECREATE_MODEL=f"scripted@{openai_server.url}",
+        RECREATE_HOME=str(tmp_path / "home"),
+        RECREATE_EMBEDDING="hash",
     )
     # the repo's langgraph.json with absolute paths, so the server's files land in tmp_path, not the repo
     config = json.loads((REPO / "langgraph.json").read_text())
@@ -111,8 +115,15 @@ def test_langgraph_dev_serves_the_domain_agent(openai_server, tmp_path):
                 time.sleep(0.3)
         client = get_sync_client(url=f"http://127.0.0.1:{port}")
         out = client.runs.wait(None, "domain_agent", input={"task": "What is 2*3?"})
+        openai_server.responder = responder
+        words = {"domain": "jsonl", "data": str(WORDS / "tasks.jsonl"), "evaluator": EVALUATOR, "rounds": 1}
+        evolved = client.runs.wait(None, "evolve", input={}, config={"configurable": words})
     finally:
         server.terminate()
         server.wait(timeout=30)
     assert out["exit_status"] == "submitted" and out["submission"] == "6"
     assert Path(out["trajectory_path"]).is_file()
+    assert evolved["final"].startswith("minimal@v") and [h["accepted"] for h in evolved["history"]] == [
+        True,
+        True,
+    ]
