@@ -113,11 +113,15 @@ class ExperienceStore:
     @property
     def index(self) -> ExperienceIndex:
         with self._index_lock:
-            if self._index is None:
+            opened = self._index is None
+            if opened:
                 self._index = ExperienceIndex(
                     self.root / "chroma", embedding=self._embedding, url=self._chroma_url
                 )
-        return self._index
+            index = self._index
+        if opened and self.auto_index and index.writable() and self.catalog.query(unindexed=True, limit=1):
+            self._index_in_background()  # stored but not indexed by a killed run or a non-owner process
+        return index
 
     # -- writing -----------------------------------------------------------------------------------
     def add(
@@ -292,10 +296,10 @@ class ExperienceStore:
         ranking they come from. Otherwise, or if they hold fewer than k, all the matching documents
         are scored exactly (from the vector file: ~1 µs each)."""
         filters = check_filters(filters, filter_keys(scope))
+        index, catalog = self.index, self.catalog  # opening the index picks up runs left unindexed
         self.wait_for_index()
         if scope == "memory" or not filters:
-            return self.index.search(query, scope=scope, filters=filters, k=k)
-        index, catalog = self.index, self.catalog
+            return index.search(query, scope=scope, filters=filters, k=k)
         vector = index.embed(query)
         many = catalog.count_matching(scope, filters, index.brute_force_limit + 1) > index.brute_force_limit
         if many and catalog.match_fraction(scope, filters) * index.overfetch >= 2:
@@ -385,6 +389,7 @@ class ExperienceStore:
 
     def verify(self) -> DriftReport:
         """Compare files, catalog and index; an empty report means they agree."""
+        index = self.index  # opened first: what it picks up on opening is indexed before we compare
         self.wait_for_index()
         files = set(self._scan_files())
         entries = {e.id: e for e in self.catalog.query()}
@@ -392,17 +397,17 @@ class ExperienceStore:
             uncataloged_files=sorted(files - set(entries)),
             missing_files=sorted(i for i, e in entries.items() if not (self.root / e.path).exists()),
         )
-        summaries, steps = self.index.ids("summaries"), self.index.ids("steps")
+        summaries, steps = index.ids("summaries"), index.ids("steps")
         expected_steps = {f"{i}#{n}" for i, e in entries.items() for n in range(e.n_steps)}
         step_owner = {s.rsplit("#", 1)[0] for s in expected_steps - steps}
         drift.missing_in_index = sorted((set(entries) - summaries) | step_owner)
         drift.extra_in_index = sorted((summaries - set(entries)) | (steps - expected_steps))
         for scope, indexed in (("steps", steps), ("summaries", summaries)):
-            copied = self.index.vector_file_ids(scope)
+            copied = index.vector_file_ids(scope)
             if copied is not None:
                 drift.vectors_missing += sorted(indexed - copied)
         memory = {str(i["id"]) for i in self.memory_items()}
-        indexed_memory = self.index.ids("memory")
+        indexed_memory = index.ids("memory")
         drift.memory_missing, drift.memory_extra = (
             sorted(memory - indexed_memory),
             sorted(indexed_memory - memory),

@@ -134,6 +134,17 @@ def test_add_can_index_later_and_searches_still_see_it(store: ExperienceStore) -
     assert store.verify().ok and not store.catalog.query(unindexed=True)
 
 
+def test_runs_stored_but_not_indexed_before_a_kill_are_searchable_in_the_next_process(tmp_path) -> None:
+    killed = ExperienceStore(tmp_path, embedding="hash", index=False)  # files and rows, no index yet
+    killed.ingest([make_trajectory(f"t-left-{i}") for i in range(3)])
+    killed.close()
+    store = ExperienceStore(tmp_path, embedding="hash")
+    hits = store.search("primes", scope="summaries", filters={"task_id": "task-1"}, k=10)
+    assert {h.trajectory_id for h in hits} == {f"t-left-{i}" for i in range(3)}
+    assert store.verify().ok
+    store.close()
+
+
 def test_a_burst_of_later_adds_is_one_index_write_and_a_search_does_not_wait_for_quiet(
     store: ExperienceStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
