@@ -59,6 +59,8 @@ def write_report(result: Any, out_dir: Path) -> Path:
         ax.scatter([x], [y], color="tab:green" if h["accepted"] else "tab:red", zorder=3)
     ax.set_title("validation score per version (green: accepted, red: rejected)")
     ax.set_ylabel("mean score")
+    if all(0.0 <= y <= 1.0 for y in ys):  # scores are fractions: show the whole scale, not a zoom on noise
+        ax.set_ylim(-0.03, 1.03)
     fig.tight_layout()
     fig.savefig(out_dir / "scores.png", dpi=110)
     plt.close(fig)
