@@ -76,6 +76,7 @@ class ExperienceStore:
         self._embedding, self._chroma_url = embedding, chroma_url
         self._index: ExperienceIndex | None = None
         self._index_lock = threading.Lock()
+        self._sync_lock = threading.Lock()  # one sync at a time, or two could index the same entries
         self._later: Future[None] | None = None  # background indexing of `add(..., index_later=True)`
         self._later_again = False
         self._later_lock = threading.Lock()
@@ -227,8 +228,11 @@ class ExperienceStore:
     def _index_now(self, pending: list[Trajectory], report: IngestReport) -> None:
         if self.auto_index and pending:
             try:
-                self.index.add(pending)
-                self.catalog.set_indexed([t.trajectory_id for t in pending])
+                with self._sync_lock:  # a background sync may have indexed some of them meanwhile
+                    waiting = {e.id for e in self.catalog.query(unindexed=True)}
+                    fresh = [t for t in pending if t.trajectory_id in waiting]
+                    self.index.add(fresh)
+                    self.catalog.set_indexed([t.trajectory_id for t in fresh])
             except IndexBusyError:
                 report.index_deferred += len(pending)
         pending.clear()
@@ -336,12 +340,13 @@ class ExperienceStore:
     def sync_index(self) -> int:
         """Index catalog entries not yet in the index (written with index=False, by a process that did not
         own the index, or by a killed run). Raises IndexBusyError if another process owns the index."""
-        entries = self.catalog.query(unindexed=True)
-        for start in range(0, len(entries), INDEX_BATCH):
-            batch = entries[start : start + INDEX_BATCH]
-            self.index.add([load_trajectory(self.root / e.path) for e in batch])
-            self.catalog.set_indexed([e.id for e in batch])
-        return len(entries)
+        with self._sync_lock:
+            entries = self.catalog.query(unindexed=True)
+            for start in range(0, len(entries), INDEX_BATCH):
+                batch = entries[start : start + INDEX_BATCH]
+                self.index.add([load_trajectory(self.root / e.path) for e in batch])
+                self.catalog.set_indexed([e.id for e in batch])
+            return len(entries)
 
     def _scan_files(self) -> dict[str, Path]:
         return {p.stem: p for p in sorted(self.files.glob("*/*.json"))}

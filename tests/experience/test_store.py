@@ -145,6 +145,23 @@ def test_runs_stored_but_not_indexed_before_a_kill_are_searchable_in_the_next_pr
     store.close()
 
 
+def test_leftovers_indexed_on_opening_and_a_concurrent_ingest_index_each_run_once(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    killed = ExperienceStore(tmp_path, embedding="hash", index=False)
+    killed.ingest([make_trajectory(f"t-left-{i}") for i in range(300)])
+    killed.close()
+    monkeypatch.setattr(store_module, "INDEX_QUIET_S", 0.0)  # the pass that opening starts runs at once
+    store = ExperienceStore(tmp_path, embedding="hash")
+    store.ingest([make_trajectory(f"t-new-{i}") for i in range(300)])  # and races this one
+    store.wait_for_index()
+    rows = (tmp_path / "chroma" / "vectors").glob("*summaries*.ids")
+    ids = [line for path in rows for line in path.read_text().split()[1:]]  # after the dim= header
+    assert len(ids) == len(set(ids)) == 600  # every run indexed, none twice
+    assert store.verify().ok
+    store.close()
+
+
 def test_a_burst_of_later_adds_is_one_index_write_and_a_search_does_not_wait_for_quiet(
     store: ExperienceStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
