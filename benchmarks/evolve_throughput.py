@@ -3,7 +3,8 @@
 
 Each training task costs a fixed chain of LLM calls in the scripted episode (the agent's 2 calls, the
 ReCreate-Agent's 5), so with latency L and concurrency C the ideal phase time for N tasks is
-ceil(N / C) * 7 * L. Everything else is real: HTTP to a local OpenAI-compatible server, bubblewrap
+ceil(N / C) * 7 * L. Everything else is real: HTTP to a local OpenAI-compatible server (in its own
+process, like any real endpoint: in ours its threads would take turns with ours on the GIL), bubblewrap
 sandboxes for the agent and the evaluator, the experience store and the scaffold store.
 
     .venv/bin/python benchmarks/evolve_throughput.py [--tasks 32] [--concurrency 8] [--latency 0.5]
@@ -13,9 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import multiprocessing.queues
+import multiprocessing.synchronize
 import statistics
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,6 +34,28 @@ from recreate.testing import ScriptedOpenAIServer  # noqa: E402
 from tests.optimizer.script import EVALUATOR, WORDS, responder  # noqa: E402
 
 CALLS_PER_TASK = 7  # agent: bash + submit; ReCreate-Agent: read, run, test_tool, propose, final message
+
+
+def _serve(
+    latency: float, urls: multiprocessing.queues.Queue[str], stop: multiprocessing.synchronize.Event
+) -> None:
+    with ScriptedOpenAIServer(responder, latency_s=latency) as server:
+        urls.put(server.url)
+        stop.wait()
+
+
+@contextmanager
+def endpoint(latency: float) -> Iterator[str]:
+    """URL of the scripted endpoint, served by a child process."""
+    ctx = multiprocessing.get_context("spawn")
+    urls, stop = ctx.Queue(), ctx.Event()
+    child = ctx.Process(target=_serve, args=(latency, urls, stop), daemon=True)
+    child.start()
+    try:
+        yield urls.get(timeout=120)
+    finally:
+        stop.set()
+        child.join(timeout=30)
 
 
 def make_domain(root: Path, n_train: int) -> tuple[object, list, list]:
@@ -48,10 +76,10 @@ def run_phase(n_tasks: int, concurrency: int, latency: float) -> tuple[float, li
         root = Path(tmp)
         root.chmod(0o755)  # the evaluator folder is bound into the sandbox, whose user must reach it
         domain, train, val = make_domain(root, n_tasks)
-        with ScriptedOpenAIServer(responder, latency_s=latency) as server:
+        with endpoint(latency) as url:
             opt = ReCreateOptimizer(
-                optimizer_model=f"scripted@{server.url}",
-                agent_model=f"scripted@{server.url}",
+                optimizer_model=f"scripted@{url}",
+                agent_model=f"scripted@{url}",
                 sandbox="bwrap",
                 max_concurrency=concurrency,
                 home=root / "home",
