@@ -10,6 +10,7 @@ a role; a `Budget` on the ledger raises `BudgetExceeded` before a call that woul
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -22,7 +23,10 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
 from langchain_core.outputs import LLMResult
 
+from recreate.jsonl import append_jsonl
 from recreate.redact import redact
+
+log = logging.getLogger(__name__)
 
 ROLES = ("agent", "optimizer", "synthesis", "eval", "bootstrap")
 
@@ -90,8 +94,12 @@ def price_call(
     return ((prompt - cached) * inp + cached * cached_rate + completion * out) / 1e6
 
 
+_TOTALS = ("calls", "prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "unpriced_calls")
+
+
 class UsageLedger:
-    """Thread-safe record of every model call; optionally appended to a JSONL file."""
+    """Thread-safe record of every model call; optionally appended to a JSONL file. Totals per role are
+    kept as calls come in: the budget is checked before every call, and a long run makes many."""
 
     def __init__(
         self, path: str | Path | None = None, *, budget: Budget | None = None, prices: dict | None = None
@@ -100,19 +108,32 @@ class UsageLedger:
         self.budget = budget
         self.prices = prices or {}
         self._records: list[UsageRecord] = []
+        self._sums: dict[str, dict[str, float]] = {}
         self._lock = threading.Lock()
         if self.path and self.path.exists():
-            self._records = [
-                UsageRecord(**json.loads(line)) for line in self.path.read_text().splitlines() if line
-            ]
+            for n, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
+                try:
+                    self._add(UsageRecord(**json.loads(line)))
+                except (ValueError, TypeError) as exc:  # a line torn by a killed process
+                    log.warning("%s line %d is not a usage record, skipped: %s", self.path, n, exc)
+
+    def _add(self, rec: UsageRecord) -> None:
+        self._records.append(rec)
+        sums = self._sums.setdefault(rec.role, dict.fromkeys(_TOTALS, 0))
+        sums["calls"] += 1
+        sums["prompt_tokens"] += rec.prompt_tokens
+        sums["completion_tokens"] += rec.completion_tokens
+        sums["cached_tokens"] += rec.cached_tokens
+        if rec.cost_usd is None:
+            sums["unpriced_calls"] += 1
+        else:
+            sums["cost_usd"] += rec.cost_usd
 
     def record(self, rec: UsageRecord) -> None:
         with self._lock:
-            self._records.append(rec)
+            self._add(rec)
             if self.path:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                with self.path.open("a", encoding="utf-8") as f:
-                    f.write(json.dumps(asdict(rec)) + "\n")
+                append_jsonl(self.path, [asdict(rec)])
 
     def check_budget(self) -> None:
         if self.budget:
@@ -123,15 +144,9 @@ class UsageLedger:
             return [r for r in self._records if role is None or r.role == role]
 
     def totals(self, role: str | None = None) -> dict[str, Any]:
-        recs = self.records(role)
-        return {
-            "calls": len(recs),
-            "prompt_tokens": sum(r.prompt_tokens for r in recs),
-            "completion_tokens": sum(r.completion_tokens for r in recs),
-            "cached_tokens": sum(r.cached_tokens for r in recs),
-            "cost_usd": sum(r.cost_usd for r in recs if r.cost_usd is not None),
-            "unpriced_calls": sum(r.cost_usd is None for r in recs),
-        }
+        with self._lock:
+            rows = list(self._sums.values()) if role is None else [self._sums.get(role, {})]
+            return {key: sum(row.get(key, 0) for row in rows) for key in _TOTALS}
 
     def by_role(self) -> dict[str, dict[str, Any]]:
         return {role: self.totals(role) for role in sorted({r.role for r in self.records()})}

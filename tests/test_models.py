@@ -9,6 +9,7 @@ from recreate.models import (
     BudgetExceeded,
     ModelSpecError,
     UsageLedger,
+    UsageRecord,
     make_chat_model,
     parse_spec,
     price_call,
@@ -87,6 +88,29 @@ def test_ledger_totals_exact_under_concurrent_calls(openai_server, tmp_path: Pat
     assert totals["cost_usd"] == pytest.approx(0.04)
     reloaded = UsageLedger(tmp_path / "ledger.jsonl")  # the JSONL file holds every call exactly once
     assert reloaded.totals() == totals
+
+
+def test_a_ledger_torn_by_a_kill_still_loads_and_keeps_counting(tmp_path: Path, caplog):
+    path = tmp_path / "ledger.jsonl"
+    ledger = UsageLedger(path)
+    for role in ("agent", "agent", "optimizer"):
+        ledger.record(UsageRecord(role, "m", 10, 2, 0, 0.5, "provider"))
+    with path.open("a") as f:
+        f.write('{"role": "agent", "model": "m", "prompt_to')  # the process died mid-write
+    with caplog.at_level(logging.WARNING):
+        resumed = UsageLedger(path)
+    assert "line 4 is not a usage record" in caplog.text
+    resumed.record(UsageRecord("agent", "m", 1, 1, 0, None, "unknown"))
+    again = UsageLedger(path)  # the new record got a line of its own
+    assert again.totals("agent") == {
+        "calls": 3,
+        "prompt_tokens": 21,
+        "completion_tokens": 5,
+        "cached_tokens": 0,
+        "cost_usd": 1.0,
+        "unpriced_calls": 1,
+    }
+    assert again.totals()["calls"] == 4 and again.by_role()["optimizer"]["cost_usd"] == 0.5
 
 
 @pytest.mark.parametrize(

@@ -32,6 +32,7 @@ from recreate.experience.digest import cap_observations
 from recreate.experience.index import SCOPES, ExperienceIndex, Hit, IndexBusyError, filter_keys
 from recreate.experience.reports import DriftReport, IngestReport
 from recreate.experience.schema import SchemaError, Trajectory, load_trajectory, utcnow
+from recreate.jsonl import append_jsonl
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 MAX_OBSERVATION_CHARS = 200_000
@@ -272,8 +273,8 @@ class ExperienceStore:
         for item in items:
             if not item.get("id"):
                 raise StoreError(f"memory item without an id: {json.dumps(item)[:200]}")
-        with FileLock(str(self.memory_file) + ".lock"), self.memory_file.open("a", encoding="utf-8") as fh:
-            fh.write("".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items))
+        with FileLock(str(self.memory_file) + ".lock"):
+            append_jsonl(self.memory_file, items)
         if self.auto_index and self.index.writable():
             for name in {i["scaffold_name"] for i in items}:
                 self.index.add_memory([i for i in items if i["scaffold_name"] == name], scaffold_name=name)

@@ -75,6 +75,14 @@ def test_huge_observations_are_truncated_and_reported(tmp_path) -> None:
     assert store.verify().ok
 
 
+def test_memory_written_after_a_torn_line_is_kept(store: ExperienceStore) -> None:
+    store.add_memory([{"id": "m-1", "title": "Check shapes", "content": "print df.shape first"}])
+    with store.memory_file.open("a") as fh:
+        fh.write('{"id": "m-2", "title": "Tor')  # the writer was killed mid-line
+    store.add_memory([{"id": "m-3", "title": "Read errors", "content": "the last line first"}])
+    assert sorted(i["id"] for i in store.memory_items()) == ["m-1", "m-3"]
+
+
 def test_verify_reports_each_kind_of_drift_and_reindex_repairs_it(store: ExperienceStore) -> None:
     store.ingest([make_trajectory(f"t-{i}") for i in range(5)])
     store.add_memory([{"id": "m-1", "title": "Check shapes", "content": "print df.shape first"}])
