@@ -9,10 +9,8 @@ import logging
 import os
 import re
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +28,7 @@ from recreate.experience.catalog import (
 )
 from recreate.experience.digest import cap_observations
 from recreate.experience.index import SCOPES, ExperienceIndex, Hit, IndexBusyError, filter_keys
+from recreate.experience.indexer import BackgroundIndexer
 from recreate.experience.reports import DriftReport, IngestReport
 from recreate.experience.schema import SchemaError, Trajectory, load_trajectory, utcnow
 from recreate.jsonl import append_jsonl
@@ -37,13 +36,7 @@ from recreate.jsonl import append_jsonl
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 MAX_OBSERVATION_CHARS = 200_000
 INDEX_BATCH = 256
-# Background indexing waits for a quiet moment: Chroma holds the GIL while it writes (~5 ms a call plus
-# per document), which would stall every other thread of a busy run; a burst of adds becomes one write.
-INDEX_QUIET_S = 0.25  # index once no add came for this long ...
-INDEX_MAX_DELAY_S = 2.0  # ... or this long after the first waiting add; searches and close never wait it
 log = logging.getLogger(__name__)
-# one pass at a time per store (`_later`); a worker per store, so one store's quiet wait holds up no other
-_INDEXER = ThreadPoolExecutor(max_workers=8, thread_name_prefix="recreate-experience-index")
 
 
 class TrajectoryNotFoundError(KeyError):
@@ -78,11 +71,7 @@ class ExperienceStore:
         self._index: ExperienceIndex | None = None
         self._index_lock = threading.Lock()
         self._sync_lock = threading.Lock()  # one sync at a time, or two could index the same entries
-        self._later: Future[None] | None = None  # background indexing of `add(..., index_later=True)`
-        self._later_again = False
-        self._later_lock = threading.Lock()
-        self._later_first = self._later_last = 0.0  # when the first and the last waiting add came
-        self._no_quiet_wait = threading.Event()  # set by whoever waits for the index: no quiet period then
+        self._indexer = BackgroundIndexer(self._sync_if_owner)  # `add(..., index_later=True)`
         if self.catalog.needs_step_rows():
             self._backfill_step_rows()
 
@@ -138,53 +127,18 @@ class ExperienceStore:
         return self.catalog.get(report.added[0])  # type: ignore[return-value]
 
     def _index_in_background(self) -> None:
-        with self._later_lock:
-            now = time.monotonic()
-            self._later_last = now
-            if self._later is not None:
-                self._later_again = True  # the running pass may have read the catalog already
-                return
-            self._later_first = now
-            self._later = _INDEXER.submit(self._index_pending)
+        self._indexer.schedule()
 
-    def _wait_for_quiet(self) -> None:
-        while not self._no_quiet_wait.is_set():
-            with self._later_lock:
-                due = min(self._later_last + INDEX_QUIET_S, self._later_first + INDEX_MAX_DELAY_S)
-            left = due - time.monotonic()
-            if left <= 0:
-                return
-            self._no_quiet_wait.wait(left)
-
-    def _index_pending(self) -> None:
-        while True:
-            self._wait_for_quiet()
-            with self._later_lock:
-                self._later_again = False
-                self._no_quiet_wait.clear()
-            try:
-                if self.index.writable():
-                    self.sync_index()
-            except BaseException:
-                with self._later_lock:
-                    self._later = None
-                raise
-            with self._later_lock:
-                if not self._later_again:
-                    self._later = None
-                    return
-                self._later_first = time.monotonic()
+    def _sync_if_owner(self) -> None:
+        if self.index.writable():
+            self.sync_index()
 
     def wait_for_index(self) -> None:
         """Until the background indexing of `add(..., index_later=True)` is done."""
-        with self._later_lock:
-            later = self._later
-        if later is None:
-            return
-        self._no_quiet_wait.set()
-        if later.exception() is not None:
+        error = self._indexer.wait()
+        if error is not None:
             # the entries stay marked unindexed: the next sync_index (or reindex) picks them up
-            log.warning("background indexing failed: %s", later.exception())
+            log.warning("background indexing failed: %s", error)
 
     def ingest(
         self,

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from recreate.experience import store as store_module
+from recreate.experience import indexer
 from recreate.experience.schema import SchemaError, load_trajectory
 from recreate.experience.store import DuplicateTrajectoryError, ExperienceStore, StoreError
 from tests.experience.factory import bash_step, make_trajectory
@@ -159,7 +159,7 @@ def test_leftovers_indexed_on_opening_and_a_concurrent_ingest_index_each_run_onc
     killed = ExperienceStore(tmp_path, embedding="hash", index=False)
     killed.ingest([make_trajectory(f"t-left-{i}") for i in range(300)])
     killed.close()
-    monkeypatch.setattr(store_module, "INDEX_QUIET_S", 0.0)  # the pass that opening starts runs at once
+    monkeypatch.setattr(indexer, "QUIET_S", 0.0)  # the pass that opening starts runs at once
     store = ExperienceStore(tmp_path, embedding="hash")
     store.ingest([make_trajectory(f"t-new-{i}") for i in range(300)])  # and races this one
     store.wait_for_index()
@@ -173,8 +173,8 @@ def test_leftovers_indexed_on_opening_and_a_concurrent_ingest_index_each_run_onc
 def test_a_burst_of_later_adds_is_one_index_write_and_a_search_does_not_wait_for_quiet(
     store: ExperienceStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store_module, "INDEX_QUIET_S", 60.0)  # no quiet moment comes during this test
-    monkeypatch.setattr(store_module, "INDEX_MAX_DELAY_S", 60.0)
+    monkeypatch.setattr(indexer, "QUIET_S", 60.0)  # no quiet moment comes during this test
+    monkeypatch.setattr(indexer, "MAX_DELAY_S", 60.0)
     writes: list[int] = []
     index_add = store.index.add
     monkeypatch.setattr(store.index, "add", lambda trajs: (writes.append(len(trajs)), index_add(trajs)))

@@ -1,0 +1,75 @@
+"""Background indexing for the experience store: a pass runs once adds go quiet, one pass at a time.
+
+Chroma holds the GIL while it writes (~5 ms a call plus per document), which would stall every other
+thread of a busy run at each add; waiting for a quiet moment makes a burst of adds one write. Whoever
+needs the index (a search, verify, close) cuts the wait short.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+
+QUIET_S = 0.25  # a pass starts once no add came for this long ...
+MAX_DELAY_S = 2.0  # ... or this long after the first add it waits for
+# a worker per store (8 at once), so one store's quiet wait holds up no other
+_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="recreate-experience-index")
+
+
+class BackgroundIndexer:
+    def __init__(self, sync: Callable[[], object]):
+        self._sync = sync  # indexes whatever the catalog has unindexed
+        self._pass: Future[None] | None = None
+        self._again = False  # an add came while a pass ran: it may have read the catalog already
+        self._first = self._last = 0.0  # when the first and the last waiting add came
+        self._lock = threading.Lock()
+        self._now = threading.Event()  # set by a waiter: no quiet period
+
+    def schedule(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            self._last = now
+            if self._pass is not None:
+                self._again = True
+                return
+            self._first = now
+            self._pass = _POOL.submit(self._run)
+
+    def wait(self) -> BaseException | None:
+        """Until the scheduled indexing is done (at once, not after quiet); the error of a failed pass."""
+        with self._lock:
+            running = self._pass
+        if running is None:
+            return None
+        self._now.set()
+        return running.exception()
+
+    def _wait_for_quiet(self) -> None:
+        while not self._now.is_set():
+            with self._lock:
+                due = min(self._last + QUIET_S, self._first + MAX_DELAY_S)
+            left = due - time.monotonic()
+            if left <= 0:
+                return
+            self._now.wait(left)
+
+    def _run(self) -> None:
+        while True:
+            self._wait_for_quiet()
+            with self._lock:
+                self._again = False
+                self._now.clear()
+            try:
+                self._sync()
+            except BaseException:
+                with self._lock:
+                    self._pass = None
+                raise
+            with self._lock:
+                if not self._again:
+                    self._pass = None
+                    self._now.clear()  # served: the next pass waits for quiet again
+                    return
+                self._first = time.monotonic()
