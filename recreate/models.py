@@ -149,7 +149,9 @@ class UsageLedger:
             return {key: sum(row.get(key, 0) for row in rows) for key in _TOTALS}
 
     def by_role(self) -> dict[str, dict[str, Any]]:
-        return {role: self.totals(role) for role in sorted({r.role for r in self.records()})}
+        with self._lock:
+            roles = sorted(self._sums)
+        return {role: self.totals(role) for role in roles}
 
 
 class LedgerCallback(BaseCallbackHandler):
