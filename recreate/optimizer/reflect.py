@@ -7,6 +7,7 @@ Nothing it writes runs on the host.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from concurrent.futures import Future
@@ -106,7 +107,7 @@ class TaskEnvironment:
     def open_soon(self) -> Future[Session]:
         with self._lock:
             if self._opening is None:
-                prepare = lambda session: self.domain.prepare(self.task, session)  # noqa: E731
+                prepare = functools.partial(self.domain.prepare, self.task)  # (session) -> None
                 self._opening = open_soon(self.sandbox, self.spec or SandboxSpec(), then=prepare)
             return self._opening
 
