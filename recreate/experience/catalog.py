@@ -251,6 +251,15 @@ class Catalog:
             ).fetchone()
         return int(found[0]), int(found[1])
 
+    def unindexed(self, ids: list[str]) -> set[str]:
+        """Those of `ids` not yet marked indexed (a batch: one placeholder per id)."""
+        if not ids:
+            return set()
+        with self._connect() as db:
+            marks = ",".join("?" * len(ids))
+            rows = db.execute(f"SELECT id FROM trajectories WHERE indexed = 0 AND id IN ({marks})", ids)
+            return {row[0] for row in rows}
+
     def set_indexed(self, ids: Iterable[str], value: int = 1) -> None:
         with self._transaction() as db:
             db.executemany("UPDATE trajectories SET indexed = ? WHERE id = ?", [(value, i) for i in ids])

@@ -184,7 +184,7 @@ class ExperienceStore:
         if self.auto_index and pending:
             try:
                 with self._sync_lock:  # a background sync may have indexed some of them meanwhile
-                    waiting = {e.id for e in self.catalog.query(unindexed=True)}
+                    waiting = self.catalog.unindexed([t.trajectory_id for t in pending])
                     fresh = [t for t in pending if t.trajectory_id in waiting]
                     self.index.add(fresh)
                     self.catalog.set_indexed([t.trajectory_id for t in fresh])

@@ -180,6 +180,7 @@ def test_a_burst_of_later_adds_is_one_index_write_and_a_search_does_not_wait_for
     monkeypatch.setattr(store.index, "add", lambda trajs: (writes.append(len(trajs)), index_add(trajs)))
     entries = [store.add(make_trajectory(f"t-burst-{n}"), index_later=True) for n in range(10)]
     assert len(store.catalog.query(unindexed=True)) == 10  # waiting for quiet, not written one by one
+    assert store.catalog.unindexed(["t-burst-3", "t-nope", "t-burst-7"]) == {"t-burst-3", "t-burst-7"}
     began = time.monotonic()
     hits = store.search("primes", scope="summaries", filters={"task_id": "task-1"}, k=20)
     assert time.monotonic() - began < 30  # the search cut the quiet period short (it would be 60 s)
