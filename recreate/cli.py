@@ -40,6 +40,7 @@ def register() -> None:
     from recreate.domains import cli as domain_cli
     from recreate.evaluation import cli as eval_cli
     from recreate.experience import cli as experience_cli
+    from recreate.local import cli as model_cli
     from recreate.optimizer import cli as evolve_cli
     from recreate.sandbox import cli as sandbox_cli
     from recreate.scaffold import cli as scaffold_cli
@@ -51,6 +52,7 @@ def register() -> None:
     app.add_typer(domain_cli.app, name="domain")
     app.add_typer(experience_cli.app, name="experience")
     app.add_typer(sandbox_cli.app, name="sandbox")
+    app.add_typer(model_cli.app, name="model")
 
 
 def main() -> None:

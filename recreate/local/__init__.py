@@ -1,0 +1,120 @@
+"""Local models: the embedded SmolLM2 (from its PyPI wheel) or any model directory, served on this
+machine behind the OpenAI API so the agents, the optimizer and the trainer reach it like any endpoint.
+
+    with local_endpoint(home) as server:           # reuses a running server, else starts one
+        agent = create_domain_agent(scaffold, model=server.spec, action_format="text")
+
+Engines: `llamacpp` (xllamacpp, GGUF, light: the default for running agents) and `vllm` (HF
+directories, LoRA adapters, exact token ids and log-probs: the engine of the training loop).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from recreate.local.embedded import (
+    EMBEDDED_NAME,
+    LocalModel,
+    LocalModelError,
+    embedded_gguf,
+    embedded_model,
+    ensure_hf_model,
+)
+from recreate.local.server import LocalServer, ServerInfo, free_port, healthy, running_servers
+
+LOCAL_SPEC = "local"
+ENGINES = ("llamacpp", "vllm")
+
+__all__ = [
+    "EMBEDDED_NAME",
+    "ENGINES",
+    "LOCAL_SPEC",
+    "LocalModel",
+    "LocalModelError",
+    "LocalServer",
+    "ServerInfo",
+    "embedded_gguf",
+    "embedded_model",
+    "ensure_hf_model",
+    "find_server",
+    "local_endpoint",
+    "start_server",
+]
+
+
+def resolve_local_model(home: Path, model: str | Path | None) -> LocalModel:
+    """None: the embedded model; a .gguf file; or an HF model directory."""
+    if model is None:
+        return embedded_model(home)
+    path = Path(model).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return LocalModel(path.stem, gguf=path.absolute())
+    if (path / "config.json").is_file():
+        return LocalModel(path.name, hf_dir=path.absolute())
+    raise LocalModelError(f"--model {model}: not a .gguf file or an HF model directory (no config.json)")
+
+
+def find_server(home: Path, engine: str | None = None, model: str | None = None) -> ServerInfo | None:
+    """A running, answering server of `engine` serving `model` (default: any), if there is one."""
+    for info in running_servers(home):
+        if engine not in (None, info.engine) or model not in (None, info.model):
+            continue
+        if healthy(info.base_url):
+            return info
+    return None
+
+
+def start_server(
+    home: Path,
+    *,
+    engine: str = "llamacpp",
+    model: str | Path | None = None,
+    port: int | None = None,
+    detach: bool = False,
+    parallel: int = 4,
+) -> LocalServer:
+    """Start a server for `model` (default: the embedded one) and return it once it answers."""
+    home = Path(home)
+    local = resolve_local_model(home, model)
+    port = port or free_port()
+    if engine == "llamacpp":
+        from recreate.local import llamacpp
+
+        command, tool_calls, env = llamacpp.command(local, port=port, parallel=parallel), False, {}
+    elif engine == "vllm":
+        from recreate.local import vllm
+
+        if local.hf_dir is None:
+            local = LocalModel(local.name, local.gguf, ensure_hf_model(home))
+        command, tool_calls, env = vllm.server_command(home, local, port=port), False, vllm.server_env()
+    else:
+        raise LocalModelError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+    server = LocalServer(
+        command, engine=engine, model=local.name, port=port, home=home, tool_calls=tool_calls,
+        detach=detach, env=env,
+    )  # fmt: skip
+    server.start()
+    return server
+
+
+@contextlib.contextmanager
+def local_endpoint(
+    home: Path, *, engine: str = "llamacpp", model: str | Path | None = None, log=print
+) -> Iterator[ServerInfo]:
+    """A running server for the run's duration: an answering one is reused (e.g. from `recreate model
+    serve`), else one is started here and stopped when the block ends."""
+    name = None if model is None else resolve_local_model(home, model).name
+    running = find_server(home, engine, name or EMBEDDED_NAME)
+    if running is not None:
+        log(f"using the {engine} server already running at {running.base_url} ({running.model})")
+        yield running
+        return
+    server = start_server(home, engine=engine, model=model)
+    info = server.info
+    log(f"started the {engine} server for {info.model} at {info.base_url} (log {info.log})")
+    try:
+        yield server.info
+    finally:
+        server.stop()

@@ -1,0 +1,225 @@
+"""A local model server as a managed subprocess: started, health-checked, found again, stopped.
+
+Each server writes a state file under `RECREATE_HOME/models/servers/` (so `recreate model status` in
+another process finds it) and logs to `RECREATE_HOME/logs/`. A server started for a run dies with the
+process that started it (the kernel sends it SIGKILL when its parent goes, `PR_SET_PDEATHSIG`), so a
+killed run leaves no server behind; `recreate model serve` starts one that outlives the command.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+import httpx
+
+from recreate.local.embedded import LocalModelError
+
+PR_SET_PDEATHSIG = 1
+LOG_TAIL_LINES = 15
+
+
+@dataclass
+class ServerInfo:
+    """What a running server is, as written to its state file."""
+
+    engine: str
+    model: str  # the name the server answers to (`model` in requests)
+    base_url: str  # http://127.0.0.1:PORT/v1
+    pid: int
+    log: str
+    tool_calls: bool  # does the served chat template support tool calls? (else: text actions)
+    started: float = field(default_factory=time.time)
+    adapters: list[str] = field(default_factory=list)  # LoRA adapters loaded, in order (policy versions)
+
+    @property
+    def port(self) -> int:
+        return int(urlparse(self.base_url).port or 80)
+
+    @property
+    def spec(self) -> str:
+        """The model spec that reaches this server (`make_chat_model` syntax)."""
+        return f"{self.model}@{self.base_url}"
+
+
+def servers_dir(home: Path) -> Path:
+    return Path(home) / "models" / "servers"
+
+
+def state_path(home: Path, engine: str, port: int) -> Path:
+    return servers_dir(home) / f"{engine}-{port}.json"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def is_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (exited, not yet reaped by its parent) is not a server
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def healthy(base_url: str, timeout: float = 2.0) -> bool:
+    try:
+        return httpx.get(f"{base_url}/models", timeout=timeout).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def running_servers(home: Path) -> list[ServerInfo]:
+    """Servers whose process is alive; state files of dead ones are removed."""
+    found = []
+    for path in sorted(servers_dir(home).glob("*.json")):
+        try:
+            info = ServerInfo(**json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError):
+            path.unlink(missing_ok=True)
+            continue
+        if is_alive(info.pid):
+            found.append(info)
+        else:
+            path.unlink(missing_ok=True)
+    return found
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def log_tail(path: str | Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(text[-lines:])
+
+
+class LocalServer:
+    """Start `command` (a server that answers the OpenAI API at `base_url`) and wait until it is ready.
+
+    `detach=False` ties the server's life to this process (see the module doc); use it as a context
+    manager or call `stop()`. The environment it gets has no API keys: it needs none."""
+
+    def __init__(
+        self,
+        command: list[str],
+        *,
+        engine: str,
+        model: str,
+        port: int,
+        home: Path,
+        tool_calls: bool,
+        host: str = "127.0.0.1",
+        detach: bool = False,
+        ready_timeout_s: float = 600.0,
+        env: dict[str, str] | None = None,
+    ):
+        self.command, self.home, self.detach = command, Path(home), detach
+        self.ready_timeout_s = ready_timeout_s
+        self.extra_env = env or {}
+        log_dir = self.home / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log = log_dir / f"model-{engine}-{port}.log"
+        self.info = ServerInfo(engine, model, f"http://{host}:{port}/v1", 0, str(log.absolute()), tool_calls)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.state_file = state_path(self.home, engine, port)
+
+    def start(self) -> ServerInfo:
+        env = {k: v for k, v in os.environ.items() if not _is_secret(k)} | self.extra_env
+        with open(self.info.log, "ab") as log:
+            self.process = subprocess.Popen(
+                self.command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,  # a Ctrl-C in the terminal reaches us, and we stop it in order
+                preexec_fn=None if self.detach else _die_with_parent,
+            )
+        self.info.pid = self.process.pid
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        self.state_file.parent.mkdir(parents=True, exist_ok=True)
+        self.save()
+        return self.info
+
+    def save(self) -> None:
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self.info)), encoding="utf-8")
+        tmp.replace(self.state_file)
+
+    def _wait_ready(self) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + self.ready_timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise LocalModelError(
+                    f"the {self.info.engine} server exited with code {self.process.returncode} before it was "
+                    f"ready; log {self.info.log}:\n{log_tail(self.info.log)}"
+                )
+            if healthy(self.info.base_url, timeout=1.0):
+                return
+            time.sleep(0.25)
+        raise LocalModelError(
+            f"the {self.info.engine} server did not answer at {self.info.base_url} within "
+            f"{self.ready_timeout_s:.0f} s; log {self.info.log}:\n{log_tail(self.info.log)}"
+        )
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        self.state_file.unlink(missing_ok=True)
+        if self.process is None or self.process.poll() is not None:
+            return
+        stop_process(self.process.pid, grace_s)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=grace_s)
+
+    def __enter__(self) -> ServerInfo:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def stop_process(pid: int, grace_s: float = 5.0) -> None:
+    """SIGTERM the server's process group, then SIGKILL what is left (llama.cpp ignores SIGTERM)."""
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 2.0)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and is_alive(pid):
+            time.sleep(0.1)
+        if not is_alive(pid):
+            return
+
+
+def stop_server(home: Path, info: ServerInfo) -> None:
+    stop_process(info.pid)
+    state_path(home, info.engine, info.port).unlink(missing_ok=True)
+
+
+def _is_secret(name: str) -> bool:
+    upper = name.upper()
+    return any(word in upper for word in ("KEY", "TOKEN", "SECRET", "PASSWORD"))
