@@ -16,15 +16,20 @@ from recreate.scaffold import Scaffold, load_scaffold
 
 
 def resolve_model(
-    model: str | BaseChatModel, *, logprobs: bool = False, temperature: float | None = None
+    model: str | BaseChatModel,
+    *,
+    logprobs: bool = False,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
 ) -> tuple[BaseChatModel, str | None]:
     """(chat model, provider name). A spec string goes through `make_chat_model`; with `logprobs` on an
-    OpenAI-compatible endpoint (vLLM) the completion's token ids are requested too."""
+    OpenAI-compatible endpoint (vLLM) the completion's token ids are requested too. `max_tokens` caps
+    each reply (a small model may otherwise talk until its context is full)."""
     if isinstance(model, BaseChatModel):
         return model, None
     settings = load_settings()
     provider, _, base_url = parse_spec(model, settings.base_url)
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {} if max_tokens is None else {"max_tokens": max_tokens}
     if logprobs and base_url and provider in (None, "openai"):
         extra["extra_body"] = {"return_tokens_as_token_ids": True}
     chat = make_chat_model(
@@ -59,11 +64,12 @@ def build_domain_agent(
     record: bool = True,
     logprobs: bool = False,
     temperature: float | None = None,
+    max_tokens: int | None = None,
     domain: str | None = None,
 ) -> DomainAgent:
     """The agent runtime behind the graph (the rollout runner uses it to pass prepared sessions)."""
     loaded = load_scaffold(scaffold)
-    chat, provider = resolve_model(model, logprobs=logprobs, temperature=temperature)
+    chat, provider = resolve_model(model, logprobs=logprobs, temperature=temperature, max_tokens=max_tokens)
     directory = None
     if record:
         directory = Path(trajectory_dir) if trajectory_dir else load_settings().home / "trajectories"
@@ -99,7 +105,7 @@ def create_domain_agent(
     LangChain chat model. `sandbox`: "bwrap" (default), "docker", "local" or a Sandbox object.
     No checkpointer by default, so the graph inherits its parent's when used as a node or subgraph.
     `options`: sandbox_spec, action_format ("tool_calls" | "text"), ledger, trajectory_dir, record,
-    logprobs, temperature, domain (see `build_domain_agent`).
+    logprobs, temperature, max_tokens, domain (see `build_domain_agent`).
     """
     agent = build_domain_agent(scaffold, model=model, sandbox=sandbox, **options)
     return agent.compile(name=name, checkpointer=checkpointer, store=store)

@@ -131,8 +131,11 @@ class DomainAgent:
             sandbox=SandboxInfo(backend=sandbox.name, image=self.sandbox_spec.image),
             directory=trajectory_dir,
         )
+        # the prompts see the format the agent runs with; the recorded ref stays the stored version's
+        shown = scaffold.model_copy(update={"action_format": self.action_format})
+        self.shown_scaffold = shown
         self.system_text = "\n\n".join(
-            p for p in (render_system(scaffold), runtime_instructions(scaffold, self.action_format)) if p
+            p for p in (render_system(shown), runtime_instructions(shown, self.action_format)) if p
         )
         bound: Any = model
         if self.action_format == "tool_calls":
@@ -172,7 +175,7 @@ class DomainAgent:
             if not task:
                 raise ValueError("no task: pass {'task': ...} or end the input messages with a human message")
             self._attach(tid, runtime.context.session if runtime.context else None)
-            instance = render_instance(self.scaffold, task, task_id=state.get("task_id") or "")
+            instance = render_instance(self.shown_scaffold, task, task_id=state.get("task_id") or "")
             update["messages"] = [SystemMessage(self.system_text, id=f"{tid}:system"), HumanMessage(instance)]
             self.recorder.begin(state | update, update["messages"])
         except Exception as exc:

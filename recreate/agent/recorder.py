@@ -1,7 +1,8 @@
 """Trajectory recording: per-step records from model replies, and the Trajectory v1 document.
 
 A step is one model call: its usage and cost, the completion's token ids and logprobs when the
-endpoint returned them (vLLM with `return_tokens_as_token_ids` sends tokens as "token_id:N"), the
+endpoint returned them (vLLM with `return_tokens_as_token_ids` sends tokens as "token_id:N", llama.cpp
+sends an `id` beside each token), the
 action taken and what the sandbox observed. The whole document is redacted before it touches disk.
 """
 
@@ -67,6 +68,8 @@ def _token_ids_and_logprobs(message: AIMessage) -> tuple[list[int] | None, list[
     if not content:
         return None, None
     logprobs = [float(entry["logprob"]) for entry in content]
+    if all(isinstance(entry.get("id"), int) for entry in content):  # llama.cpp sends the ids beside
+        return [int(entry["id"]) for entry in content], logprobs
     tokens = [str(entry.get("token", "")) for entry in content]
     if all(t.startswith("token_id:") for t in tokens):
         return [int(t.split(":", 1)[1]) for t in tokens], logprobs

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from recreate.local.embedded import (
     EMBEDDED_NAME,
@@ -23,6 +24,9 @@ from recreate.local.embedded import (
     ensure_hf_model,
 )
 from recreate.local.server import LocalServer, ServerInfo, free_port, healthy, running_servers
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
 
 LOCAL_SPEC = "local"
 ENGINES = ("llamacpp", "vllm")
@@ -39,6 +43,8 @@ __all__ = [
     "embedded_model",
     "ensure_hf_model",
     "find_server",
+    "local_agent_options",
+    "local_chat_model",
     "local_endpoint",
     "start_server",
 ]
@@ -118,3 +124,28 @@ def local_endpoint(
         yield server.info
     finally:
         server.stop()
+
+
+# Per-reply token caps on local models: a small model may otherwise talk until its context is full.
+LOCAL_REPLY_TOKENS = {"agent": 384, "optimizer": 1024, "synthesis": 1536, "bootstrap": 1536}
+LOCAL_TEMPERATURE = 0.7
+
+
+def local_agent_options(info: ServerInfo) -> dict[str, Any]:
+    """Domain-agent options for a local server: text actions when its chat template has no tool calls,
+    a reply cap, and the sampled tokens' ids and log-probs recorded for fine-tuning."""
+    return {
+        "action_format": "tool_calls" if info.tool_calls else "text",
+        "temperature": LOCAL_TEMPERATURE,
+        "max_tokens": LOCAL_REPLY_TOKENS["agent"],
+        "logprobs": True,
+    }
+
+
+def local_chat_model(info: ServerInfo, role: str) -> BaseChatModel:
+    """A chat model on a local server for an optimizer role (optimizer, synthesis, bootstrap)."""
+    from recreate.models import make_chat_model
+
+    return make_chat_model(
+        info.spec, role=role, temperature=LOCAL_TEMPERATURE, max_tokens=LOCAL_REPLY_TOKENS[role]
+    )

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import typer
@@ -12,14 +13,16 @@ from rich.console import Console
 from rich.table import Table
 
 from recreate.config import load_settings
+from recreate.local import LOCAL_SPEC
 
 if TYPE_CHECKING:
     from recreate.optimizer.loop import EvolveConfig
 
 ABLATIONS = ("no-trajectory", "no-environment", "no-eval-details", "no-guidance")
-NO_ENDPOINT = (
-    "no model endpoint configured: set OPENAI_API_KEY, or OPENAI_BASE_URL for a vLLM/Ollama server, "
-    "or pass --model PROVIDER:MODEL"
+LOCAL_NOTICE = (
+    "no model endpoint configured: running the embedded {name} on this machine (llama.cpp) for the {roles}. "
+    "A 135M model: expect format errors and few accepted edits; set OPENAI_API_KEY / OPENAI_BASE_URL or "
+    "pass --model / --optimizer-model for real gains."
 )
 console = Console()
 
@@ -28,8 +31,9 @@ class EndpointMissing(RuntimeError):
     pass
 
 
-def resolve_model(spec: str | None, base_url: str | None) -> str:
-    """The agent model: --model, RECREATE_MODEL, the first model a configured server serves, or OpenAI's."""
+def agent_model_spec(spec: str | None, base_url: str | None) -> str:
+    """The agent model: --model, RECREATE_MODEL, the first model a configured server serves, OpenAI's
+    when its key is set, else the embedded local model (`local`)."""
     if spec:
         return spec
     if base_url:
@@ -40,7 +44,7 @@ def resolve_model(spec: str | None, base_url: str | None) -> str:
             raise EndpointMissing(f"{base_url} lists no model ({type(exc).__name__}); pass --model") from exc
     if os.environ.get("OPENAI_API_KEY"):
         return "openai:gpt-4.1-mini"
-    raise EndpointMissing(NO_ENDPOINT)
+    return LOCAL_SPEC
 
 
 def projected_cost(
@@ -74,7 +78,9 @@ def evolve_command(
     seed: Path = typer.Option(..., "--seed", help="Seed scaffold directory (e.g. scaffolds/minimal)."),
     domain: str = typer.Option(..., "--domain", help="Domain name: math, ds1000, jsonl."),
     data: Path = typer.Option(..., "--data", help="Tasks file or folder of the domain."),
-    model: str = typer.Option(None, "--model", help="Agent model spec (e.g. openai:gpt-4.1-mini)."),
+    model: str = typer.Option(
+        None, "--model", help="Agent model spec (e.g. openai:gpt-4.1-mini), or `local` (embedded SmolLM2)."
+    ),
     optimizer_model: str = typer.Option(
         None, "--optimizer-model", help="Meta-agent model (default: --model)."
     ),
@@ -130,24 +136,28 @@ def evolve_command(
         agent = model or settings.model or "unknown"
         _preview(cfg, seed_scaffold, len(train), len(val), agent, optimizer_model or agent)
         return
-    agent = resolve_model(model or settings.model, settings.base_url)
-    opt = ReCreateOptimizer(
-        optimizer_model=optimizer_model or settings.optimizer_model or agent,
-        agent_model=agent,
-        budget=Budget(max_usd=budget_usd, max_tokens=max_tokens),
-        sandbox=sandbox or settings.sandbox,
-        max_concurrency=concurrency,
-        home=settings.home,
-        config=cfg,
-    )
-    result = opt.optimize(
-        seed=seed_scaffold,
-        domain=dom,
-        trainset=train,
-        valset=val,
-        run_id=resume or run_id,
-        allow_train_as_val=allow_train_as_val,
-    )
+    agent = agent_model_spec(model or settings.model, settings.base_url)
+    optimizer = optimizer_model or settings.optimizer_model or agent
+    with contextlib.ExitStack() as stack:
+        models: dict[str, Any] = {"agent_model": agent, "optimizer_model": optimizer, "agent_options": {}}
+        if LOCAL_SPEC in (agent, optimizer):
+            models = _local_models(stack, settings.home, agent, optimizer)
+        opt = ReCreateOptimizer(
+            **models,
+            budget=Budget(max_usd=budget_usd, max_tokens=max_tokens),
+            sandbox=sandbox or settings.sandbox,
+            max_concurrency=concurrency,
+            home=settings.home,
+            config=cfg,
+        )
+        result = opt.optimize(
+            seed=seed_scaffold,
+            domain=dom,
+            trainset=train,
+            valset=val,
+            run_id=resume or run_id,
+            allow_train_as_val=allow_train_as_val,
+        )
     report = write_report(result, result.run_dir / "report")
     if result.final:
         opt.scaffolds.export(result.final, result.run_dir / "scaffold")
@@ -155,6 +165,20 @@ def evolve_command(
     if result.stopped:
         console.print(f"[yellow]stopped: {result.stopped}[/]; resume with --resume {result.run_id}")
         raise typer.Exit(3)
+
+
+def _local_models(stack: contextlib.ExitStack, home: Path, agent: str, optimizer: str) -> dict[str, Any]:
+    """Serve the embedded model for the roles that asked for `local` (for the run's duration)."""
+    from recreate.local import EMBEDDED_NAME, local_agent_options, local_chat_model, local_endpoint
+
+    roles = " and ".join(r for r, spec in (("agent", agent), ("optimizer", optimizer)) if spec == LOCAL_SPEC)
+    console.print(LOCAL_NOTICE.format(name=EMBEDDED_NAME, roles=roles))
+    server = stack.enter_context(local_endpoint(home, log=console.print))
+    return {
+        "agent_model": server.spec if agent == LOCAL_SPEC else agent,
+        "agent_options": local_agent_options(server) if agent == LOCAL_SPEC else {},
+        "optimizer_model": local_chat_model(server, "optimizer") if optimizer == LOCAL_SPEC else optimizer,
+    }
 
 
 def _preview(cfg: EvolveConfig, seed, n_train: int, n_val: int, agent: str, optimizer: str) -> None:

@@ -61,12 +61,16 @@ class ReCreateOptimizer:
         max_concurrency: int = 4,
         home: str | Path | None = None,
         config: EvolveConfig | None = None,
+        agent_options: dict[str, Any] | None = None,
     ):
+        """`agent_options`: passed to every domain agent (`build_domain_agent`): action_format,
+        temperature, max_tokens, logprobs."""
         self.settings = load_settings(home=home)
         self.config = config or EvolveConfig(max_concurrency=max_concurrency)
         self.config.max_concurrency = max_concurrency
         self.budget = budget
         self.optimizer_model, self.agent_model = optimizer_model, agent_model
+        self.agent_options = agent_options or {}
         self.sandbox = _sandbox(sandbox)
         self.experience = experience if experience is not None else _experience(self.settings)
         self.scaffolds = ScaffoldStore(self.settings.home / "scaffolds")
@@ -172,6 +176,7 @@ class ReCreateOptimizer:
                         run_id=run_id,
                         cache=cache,
                         trajectory_dir=self.settings.home / "runs" / run_id / "trajectories",
+                        **self.agent_options,
                     )
                 runner = runners[key]
             hit = runner.cached(task, seed)

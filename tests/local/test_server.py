@@ -1,0 +1,104 @@
+"""Managed local servers: start, health, found by status, stopped, and dead with a killed parent."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from recreate.local import LocalModelError, find_server, local_endpoint, start_server
+from recreate.local.server import LocalServer, is_alive, running_servers
+
+pytestmark = pytest.mark.slow
+
+
+def _chat(base_url: str, model: str, text: str, **extra) -> dict:
+    body = {"model": model, "messages": [{"role": "user", "content": text}], "max_tokens": 12, **extra}
+    return httpx.post(f"{base_url}/chat/completions", json=body, timeout=60).json()
+
+
+def test_embedded_server_answers_with_token_ids_and_logprobs(embedded_server):
+    _, info = embedded_server
+    reply = _chat(info.base_url, info.model, "What is the capital of France?", logprobs=True, temperature=0)
+    content = reply["choices"][0]["logprobs"]["content"]
+    assert reply["choices"][0]["message"]["content"].strip()
+    assert len(content) == reply["usage"]["completion_tokens"]
+    assert all(isinstance(t["id"], int) and t["logprob"] <= 0 for t in content)
+    assert info.tool_calls is False  # SmolLM2's template drops tools: agents use text actions
+
+
+def test_status_finds_a_running_server_and_local_endpoint_reuses_it(embedded_server):
+    home, info = embedded_server
+    assert [s.pid for s in running_servers(home)] == [info.pid]
+    assert find_server(home, "llamacpp").base_url == info.base_url
+    said: list[str] = []
+    with local_endpoint(home, log=said.append) as reused:
+        assert reused.pid == info.pid
+    assert "already running" in said[0]
+    assert is_alive(info.pid)  # a reused server is not stopped by the block that borrowed it
+
+
+def test_stop_removes_the_process_and_its_state_file(local_extra, tmp_path):
+    server = start_server(tmp_path, engine="llamacpp", parallel=1)
+    pid, state = server.info.pid, server.state_file
+    assert json.loads(state.read_text())["pid"] == pid
+    server.stop()
+    assert not is_alive(pid)
+    assert not state.exists()
+    assert running_servers(tmp_path) == []
+
+
+def test_a_server_dies_with_the_process_that_started_it(local_extra, tmp_path):
+    script = textwrap.dedent(f"""
+        from pathlib import Path
+        from recreate.local import start_server
+        server = start_server(Path({str(tmp_path)!r}), engine="llamacpp", parallel=1)
+        print(server.info.pid, flush=True)
+        import time; time.sleep(600)
+    """)
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(owner.stdout.readline())
+        assert is_alive(pid)
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
+    deadline = time.monotonic() + 5
+    while is_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not is_alive(pid)
+    assert running_servers(tmp_path) == []  # and status drops its stale state file
+
+
+def test_a_server_that_exits_at_once_is_reported_with_its_log(tmp_path):
+    server = LocalServer(
+        [sys.executable, "-c", "import sys; print('boom: no such model'); sys.exit(3)"],
+        engine="fake", model="m", port=1, home=tmp_path, tool_calls=False,
+    )  # fmt: skip
+    with pytest.raises(LocalModelError, match=r"(?s)exited with code 3.*boom: no such model"):
+        server.start()
+    assert not server.state_file.exists()
+
+
+def test_a_bad_model_path_names_the_option(tmp_path):
+    with pytest.raises(LocalModelError, match="--model .*not a .gguf file or an HF model directory"):
+        start_server(tmp_path, model=tmp_path / "missing")
+
+
+def test_servers_get_no_api_keys(local_extra, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-never-in-a-server")
+    server = start_server(tmp_path, engine="llamacpp", parallel=1)
+    try:
+        environ = Path(f"/proc/{server.info.pid}/environ").read_bytes()
+    finally:
+        server.stop()
+    assert b"sk-test-never-in-a-server" not in environ
+    assert os.environ["OPENAI_API_KEY"]  # ours is untouched
