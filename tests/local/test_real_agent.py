@@ -35,10 +35,9 @@ def test_the_agent_runs_three_tasks_on_the_real_model(embedded_server, tmp_path)
     if not ok:
         pytest.skip(f"bubblewrap unavailable: {why}")
     tasks = tmp_path / "sums.jsonl"
-    tasks.write_text(
-        "".join(json.dumps({"id": f"sum-{a}-{b}", "problem": f"What is {a} + {b}?", "answer": str(a + b)}) + "\n"
-                for a, b in ((3, 4), (12, 30), (8, 9)))
-    )  # fmt: skip
+    rows = [{"id": f"sum-{a}-{b}", "problem": f"What is {a} + {b}?", "answer": str(a + b)}
+            for a, b in ((3, 4), (12, 30), (8, 9))]  # fmt: skip
+    tasks.write_text("".join(json.dumps(row) + "\n" for row in rows))
     domain = get_domain("math", data=tasks)
     seed = load_scaffold(REPO / "scaffolds" / "minimal")
     scaffold = seed.model_copy(
