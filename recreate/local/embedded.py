@@ -101,6 +101,9 @@ def convert_gguf(gguf: Path, out: Path) -> None:
         ) from exc
     if importlib.util.find_spec("gguf") is None:
         raise LocalModelError("converting the embedded model needs gguf: pip install 'recreate[local]'")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # one line from us says what is happening instead
     loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     config = loaded.config

@@ -33,3 +33,17 @@ def embedded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
 @pytest.fixture
 def local_extra() -> None:
     _require_local_extra()
+
+
+@pytest.fixture(scope="session")
+def hf_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The embedded model converted to HF safetensors once per test session (RECREATE_TEST_MODELS
+    names a folder that keeps it between sessions)."""
+    import os
+
+    _require_local_extra()
+    pytest.importorskip("transformers")
+    from recreate.local import ensure_hf_model
+
+    home = Path(os.environ.get("RECREATE_TEST_MODELS") or tmp_path_factory.mktemp("models-home"))
+    return ensure_hf_model(home, log=lambda _: None)
