@@ -119,8 +119,8 @@ def _to_numpy(value: Any) -> np.ndarray:
     return np.asarray(value, dtype=np.float32)
 
 
-def export_model_dir(model_dir: Path, template: Path, out: Path, *, dtype: str = "f32") -> Path:
-    """An HF Llama directory (e.g. a merged fine-tune) -> GGUF."""
+def load_weights(model_dir: Path) -> dict[str, np.ndarray]:
+    """The safetensors weights of an HF model directory, by parameter name."""
     from safetensors.numpy import load_file
 
     files = sorted(Path(model_dir).glob("*.safetensors"))
@@ -129,4 +129,9 @@ def export_model_dir(model_dir: Path, template: Path, out: Path, *, dtype: str =
     state: dict[str, np.ndarray] = {}
     for file in files:
         state.update(load_file(file))
-    return export_gguf(state, template, out, name=Path(model_dir).name, dtype=dtype)
+    return state
+
+
+def export_model_dir(model_dir: Path, template: Path, out: Path, *, dtype: str = "f32") -> Path:
+    """An HF Llama directory (e.g. a merged fine-tune) -> GGUF."""
+    return export_gguf(load_weights(model_dir), template, out, name=Path(model_dir).name, dtype=dtype)

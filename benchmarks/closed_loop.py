@@ -1,0 +1,179 @@
+"""Learning with a real model: online TAPO and GRPO side by side on the embedded SmolLM2-135M.
+
+The task: two-digit addition through the real agent runtime (text actions in a bwrap sandbox; the
+math domain checks the submitted number). With the one-shot scaffold below, the base model is right
+about a fifth of the time and fails mostly by echoing the expression instead of computing it
+(`echo 69 + 29`): it succeeds sometimes, which is what group-relative RL needs.
+
+Both algorithms start from the same base model with the same tasks, seeds, sampling, LoRA settings,
+learning rate, steps and held-out set; only `algo` differs (the loss registry's defaults for each).
+Each gets the same share of the time budget. Held-out pass@1 is measured before training (row 0) and
+after every iteration, with a bootstrap interval over held-out tasks; the paired difference of the
+final scores (same held-out tasks and seeds) is reported with its interval too.
+
+    .venv/bin/python benchmarks/closed_loop.py [--minutes 45] [--iterations 8] [--algos tapo,grpo]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from recreate.domains import get_domain  # noqa: E402
+from recreate.finetune.online import OnlineConfig, online_train  # noqa: E402
+from recreate.scaffold import load_scaffold  # noqa: E402
+
+ONE_SHOT = """Example of a whole run:
+Task: What is 3 + 4?
+You: ```bash
+echo $((3 + 4))
+```
+Output: 7
+You: ```submit
+7
+```"""
+
+
+def write_tasks(path: Path, count: int, seed: int) -> Path:
+    rng = random.Random(seed)
+    pairs: set[tuple[int, int]] = set()
+    while len(pairs) < count:
+        pairs.add((rng.randint(10, 99), rng.randint(10, 99)))
+    with path.open("w", encoding="utf-8") as f:
+        for a, b in sorted(pairs):
+            row = {"id": f"add-{a}-{b}", "problem": f"What is {a} + {b}?", "answer": str(a + b)}
+            f.write(json.dumps(row) + "\n")
+    return path
+
+
+def scaffold():
+    seed = load_scaffold(REPO / "scaffolds" / "minimal")
+    return seed.model_copy(
+        update={
+            "system_prompt": seed.system_prompt + "\n" + ONE_SHOT,
+            "limits": seed.limits.model_copy(update={"max_steps": 3}),
+        }
+    )
+
+
+def plot(curves: dict[str, list[dict]], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for algo, rows in curves.items():
+        x = [r["iteration"] for r in rows]
+        y = [r["val_pass_at_1"] for r in rows]
+        low = [r["val_ci"][0] for r in rows]
+        high = [r["val_ci"][1] for r in rows]
+        ax.plot(x, y, marker="o", label=algo)
+        ax.fill_between(x, low, high, alpha=0.2)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("held-out pass@1")
+    ax.set_ylim(0, 1)
+    ax.legend()
+    ax.set_title("online RL on SmolLM2-135M (agent runtime, 2-digit addition)")
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+
+
+def paired_final_difference(out: Path, algos: list[str], curves: dict[str, list[dict]]) -> str:
+    """Held-out pass@1 of the two final policies, paired by task (same tasks, same seeds)."""
+    from recreate.evaluation.metrics import bootstrap_ci
+    from recreate.experience.schema import load_trajectory
+
+    per_task = []
+    for algo in algos:
+        last = curves[algo][-1]["iteration"]
+        scores: dict[str, list[float]] = {}
+        for file in (out / algo / "eval" / f"it-{last:03d}").glob("*.json"):
+            traj = load_trajectory(json.loads(file.read_text(encoding="utf-8")))
+            scores.setdefault(traj.task_id, []).append(
+                float(bool(traj.evaluation and traj.evaluation.passed))
+            )
+        per_task.append({task: sum(v) / len(v) for task, v in scores.items()})
+    shared = sorted(set(per_task[0]) & set(per_task[1]))
+    diffs = [per_task[0][t] - per_task[1][t] for t in shared]
+    if not diffs:
+        return "no shared held-out tasks to pair"
+    low, high = bootstrap_ci(diffs)
+    mean = sum(diffs) / len(diffs)
+    pair = f"{algos[0]} - {algos[1]}"
+    return f"final {pair}: {mean:+.3f} [{low:+.3f}, {high:+.3f}] over {len(diffs)} held-out tasks"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=45.0, help="time budget for all algorithms together")
+    parser.add_argument("--iterations", type=int, default=8)
+    parser.add_argument("--algos", default="tapo,grpo")
+    parser.add_argument("--train-tasks", type=int, default=64)
+    parser.add_argument("--val-tasks", type=int, default=24)
+    parser.add_argument("--tasks-per-iteration", type=int, default=8)
+    parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=4, help="optimizer steps per iteration")
+    parser.add_argument("--lr", type=float, default=2e-5)
+    parser.add_argument("--eval-seeds", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--home", type=Path, default=None, help="RECREATE_HOME (keeps the HF conversion)")
+    parser.add_argument("--out", type=Path, default=None, help="folder for runs, table and plot")
+    args = parser.parse_args()
+    out = args.out or Path(tempfile.mkdtemp(prefix="closed-loop-"))
+    home = args.home or REPO / ".recreate"
+    out.mkdir(parents=True, exist_ok=True)
+    train = get_domain("math", data=write_tasks(out / "train.jsonl", args.train_tasks, args.seed))
+    val = get_domain("math", data=write_tasks(out / "val.jsonl", args.val_tasks, args.seed + 1))
+    train_ids = {t.prompt for t in train.tasks("all")}
+    val_tasks = [t for t in val.tasks("all") if t.prompt not in train_ids]
+    algos = args.algos.split(",")
+    shared = {k: v for k, v in vars(args).items() if k not in ("algos", "out", "home")}
+    print("shared settings:", json.dumps(shared, default=str))
+    curves: dict[str, list[dict]] = {}
+    for algo in algos:
+        config = OnlineConfig(
+            iterations=args.iterations, tasks_per_iteration=args.tasks_per_iteration,
+            group_size=args.group_size, algo=algo, lr=args.lr, steps_per_iteration=args.steps,
+            eval_seeds=args.eval_seeds, seed=args.seed,
+        )  # fmt: skip
+        deadline = time.time() + args.minutes * 60 / len(algos)
+        started = time.time()
+        rows = online_train(
+            scaffold=scaffold(), domain=train, train_tasks=train.tasks("all"), val_tasks=val_tasks,
+            run_dir=out / algo, home=home, config=config, deadline=deadline,
+        )  # fmt: skip
+        curves[algo] = [json.loads(json.dumps(r.__dict__)) for r in rows]
+        print(f"{algo}: {len(rows) - 1} iterations in {(time.time() - started) / 60:.1f} min")
+    header = ("algo", "it", "pass@1", "95% CI", "reward", "|Δlogp|", "tokens", "s")
+    print("\n{:6} {:>3} {:>7} {:>15} {:>7} {:>8} {:>7} {:>5}".format(*header))
+    for algo, rows in curves.items():
+        for r in rows:
+            ci = f"[{r['val_ci'][0]:.3f}, {r['val_ci'][1]:.3f}]"
+            reward = "—" if r["reward_mean"] is None else f"{r['reward_mean']:.3f}"
+            gap = "—" if r["logprob_mismatch"] is None else f"{r['logprob_mismatch']:.4f}"
+            print(
+                f"{algo:6} {r['iteration']:>3} {r['val_pass_at_1']:>7.3f} {ci:>15} {reward:>7} {gap:>8} "
+                f"{r['generated_tokens']:>7} {r['wall_s']:>5.0f}"
+            )
+    for algo, rows in curves.items():
+        gain = rows[-1]["val_pass_at_1"] - rows[0]["val_pass_at_1"]
+        first, last = rows[0]["val_pass_at_1"], rows[-1]["val_pass_at_1"]
+        print(f"{algo}: held-out pass@1 {first:.3f} -> {last:.3f} ({gain:+.3f})")
+    if len(algos) == 2:
+        print(paired_final_difference(out, algos, curves))
+    plot(curves, out / "closed_loop.png")
+    (out / "curves.json").write_text(json.dumps(curves, indent=1), encoding="utf-8")
+    print(f"plot: {out / 'closed_loop.png'}  runs: {out}")
+
+
+if __name__ == "__main__":
+    main()

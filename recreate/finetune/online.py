@@ -1,0 +1,274 @@
+"""Online TAPO: sample with the real agent, evaluate with the domain, train, serve the new policy, repeat.
+
+One iteration:
+1. `group_size` rollouts of each of `tasks_per_iteration` training tasks through the domain agent
+   (multi-turn, tools in the sandbox) against the served policy, sampled at T=1 with no truncation
+   (top-k 0, top-p 1, min-p 0), so the log-probs the engine returns are the behaviour policy's;
+2. every trajectory evaluated by the domain (its score is the reward) and saved with the policy
+   version that produced it;
+3. a training batch: this iteration's rollouts plus earlier ones at most `max_staleness` versions
+   behind; the trainer's log-probs of fresh rollouts are compared with the engine's (mean |Δ|);
+4. `steps_per_iteration` optimizer steps of `algo` on a LoRA over the current version;
+5. the adapter is folded into a new version and served; held-out tasks measure pass@1.
+Metrics go to `metrics.jsonl` in the run folder, one row per iteration (row 0: the base model).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from recreate.domains.base import Domain, Task
+from recreate.evaluation.metrics import bootstrap_ci
+from recreate.experience.schema import Trajectory
+from recreate.finetune.policy import ServedPolicy
+from recreate.local import ServerInfo
+from recreate.scaffold import Scaffold
+
+RL_SAMPLING = {"temperature": 1.0, "top_p": 1.0}
+RL_SAMPLING_EXTRA = {"top_k": 0, "min_p": 0.0}  # llama.cpp truncates by default (top-k 40, min-p 0.05)
+
+
+@dataclass
+class OnlineConfig:
+    iterations: int = 8
+    tasks_per_iteration: int = 8
+    group_size: int = 4
+    max_staleness: int = 0  # policy versions behind the current one that may be replayed
+    algo: str = "tapo"
+    lr: float = 2e-5
+    lora_r: int = 16
+    steps_per_iteration: int = 4
+    micro_batch_size: int = 4
+    max_length: int = 1024
+    eval_seeds: int = 2
+    max_reply_tokens: int = 96
+    concurrency: int = 4
+    seed: int = 0
+    loss: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class IterationRow:
+    iteration: int
+    policy: str
+    val_pass_at_1: float
+    val_ci: tuple[float, float]
+    reward_mean: float | None = None
+    train_trajectories: int = 0
+    replayed: int = 0
+    logprob_mismatch: float | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    generated_tokens: int = 0
+    wall_s: float = 0.0
+
+
+def rl_chat_model(server: ServerInfo, max_tokens: int) -> Any:
+    from recreate.models import make_chat_model
+
+    return make_chat_model(
+        server.spec, **RL_SAMPLING, max_tokens=max_tokens, logprobs=True, extra_body=dict(RL_SAMPLING_EXTRA)
+    )
+
+
+def run_rollouts(
+    scaffold: Scaffold,
+    domain: Domain,
+    server: ServerInfo,
+    tasks: list[Task],
+    seeds: list[int],
+    *,
+    out_dir: Path,
+    policy_index: int,
+    config: OnlineConfig,
+    sandbox: Any,
+) -> list[Trajectory]:
+    """Evaluated rollouts of every (task, seed), saved under `out_dir` with their policy version."""
+    from recreate.evaluation import Rollouts
+
+    runner = Rollouts(
+        scaffold, domain, model=rl_chat_model(server, config.max_reply_tokens), sandbox=sandbox, cache=False,
+        trajectory_dir=out_dir / "raw", action_format="text", run_id=out_dir.name,
+    )  # fmt: skip
+    trajectories = runner.run_many(tasks, seeds=seeds, concurrency=config.concurrency, progress=False)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for traj in trajectories:
+        traj.metadata["policy_version"] = policy_index
+        traj.save(out_dir / f"{traj.trajectory_id}.json")
+    return trajectories
+
+
+def pass_at_1(trajectories: list[Trajectory]) -> tuple[float, tuple[float, float]]:
+    per_task: dict[str, list[float]] = {}
+    for traj in trajectories:
+        per_task.setdefault(traj.task_id, []).append(float(bool(traj.evaluation and traj.evaluation.passed)))
+    means = [sum(v) / len(v) for v in per_task.values()]
+    return (sum(means) / len(means) if means else 0.0), bootstrap_ci(means)
+
+
+def replay_batch(run_dir: Path, iteration: int, current_version: int, max_staleness: int) -> Path:
+    """Hard-links of the trajectories young enough to train on, in one folder for the dataset loader."""
+    batch = run_dir / "batches" / f"it-{iteration:03d}"
+    batch.mkdir(parents=True, exist_ok=True)
+    for file in sorted((run_dir / "rollouts").glob("it-*/*.json")):
+        version = json.loads(file.read_text(encoding="utf-8"))["metadata"].get("policy_version", -1)
+        if current_version - version <= max_staleness:
+            target = batch / file.name
+            if not target.exists():
+                os.link(file, target)
+    return batch
+
+
+def logprob_mismatch(dataset: Any, model_dir: Path, fresh_ids: set[str], limit: int = 8) -> float | None:
+    """Mean |logprob_engine - logprob_trainer| over the model tokens of up to `limit` fresh rollouts."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from tapo_backend.trainer import token_logprobs
+
+    fresh = [e for e in dataset.examples if e.trajectory_id in fresh_ids and e.behaviour_logprobs][:limit]
+    if not fresh:
+        return None
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    gaps: list[float] = []
+    with torch.no_grad():
+        for example in fresh:
+            ids = torch.tensor([example.input_ids])
+            mine = token_logprobs(model, ids, torch.ones_like(ids))[0].tolist()
+            for t in range(1, len(example.input_ids)):
+                if example.mask[t]:
+                    gaps.append(abs(mine[t - 1] - example.behaviour_logprobs[t]))
+    return sum(gaps) / len(gaps) if gaps else None
+
+
+def _train_config(config: OnlineConfig, output_dir: Path, iteration: int) -> Any:
+    from tapo_backend.config import LoraSettings, TrainConfig
+
+    return TrainConfig(
+        algo=config.algo, loss=dict(config.loss), lr=config.lr, epochs=1,
+        max_steps=config.steps_per_iteration,
+        micro_batch_size=config.micro_batch_size, max_length=config.max_length,
+        lora=LoraSettings(r=config.lora_r, alpha=2 * config.lora_r), seed=config.seed + iteration,
+        output_dir=str(output_dir), run_name=output_dir.name,
+    )  # fmt: skip
+
+
+def _mean_metrics(path: Path) -> dict[str, float]:
+    if not path.is_file():
+        return {}
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    keys = {k for row in rows for k, v in row.items() if isinstance(v, int | float)}
+    return {k: sum(r.get(k, 0.0) for r in rows) / len(rows) for k in sorted(keys)}
+
+
+def online_train(
+    *,
+    scaffold: Scaffold,
+    domain: Domain,
+    train_tasks: list[Task],
+    val_tasks: list[Task],
+    run_dir: Path,
+    home: Path,
+    config: OnlineConfig,
+    sandbox: Any = "bwrap",
+    deadline: float | None = None,
+    log=print,
+) -> list[IterationRow]:
+    """Run (or resume) an online training run in `run_dir`; returns one row per iteration. No new
+    iteration starts after `deadline` (a `time.time()` value)."""
+    from recreate.sandbox import get_sandbox
+    from tapo_backend.data import build_dataset
+    from tapo_backend.trainer import load_tokenizer, train
+
+    sandbox = get_sandbox(sandbox) if isinstance(sandbox, str) else sandbox
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=1), encoding="utf-8")
+    metrics_file = run_dir / "metrics.jsonl"
+    rows = [IterationRow(**json.loads(line)) for line in _lines(metrics_file)]
+    rng = random.Random(config.seed)
+    order = list(train_tasks)
+    val_seeds = list(range(10_000, 10_000 + config.eval_seeds))
+    with ServedPolicy(home, run_dir / "policy", parallel=config.concurrency) as policy:
+        tokenizer = load_tokenizer(str(policy.base_dir))
+        for iteration in range(len(rows), config.iterations + 1):
+            started = time.time()
+            if deadline is not None and started > deadline and iteration > 0:
+                log(f"time budget reached after iteration {iteration - 1}")
+                break
+            version = policy.current
+            if iteration == 0:  # the base model's held-out score, the line every later row is read against
+                rollouts: list[Trajectory] = []
+                row = IterationRow(0, version.name, 0.0, (0.0, 0.0))
+            else:
+                rng.shuffle(order)
+                tasks = (order * config.tasks_per_iteration)[: config.tasks_per_iteration]
+                seeds = [iteration * 1000 + g for g in range(config.group_size)]
+                out = run_dir / "rollouts" / f"it-{iteration:03d}"
+                rollouts = run_rollouts(
+                    scaffold, domain, policy.server.info, tasks, seeds, out_dir=out,
+                    policy_index=version.index, config=config, sandbox=sandbox,
+                )  # fmt: skip
+                batch = replay_batch(run_dir, iteration, version.index, config.max_staleness)
+                dataset = build_dataset(batch, tokenizer, max_length=config.max_length)
+                fresh = {t.trajectory_id for t in rollouts}
+                row = IterationRow(
+                    iteration, version.name, 0.0, (0.0, 0.0),
+                    reward_mean=_mean_reward(rollouts),
+                    train_trajectories=len(dataset.examples),
+                    replayed=sum(e.trajectory_id not in fresh for e in dataset.examples),
+                    logprob_mismatch=logprob_mismatch(dataset, version.hf_dir, fresh),
+                )  # fmt: skip
+                if dataset.examples:
+                    result = train(
+                        _train_config(config, run_dir / "train" / f"it-{iteration:03d}", iteration),
+                        batch, str(version.hf_dir), dataset=dataset,
+                    )  # fmt: skip
+                    row.metrics = _mean_metrics(result.metrics_path)
+                    version = policy.publish(result.final_dir)
+                else:
+                    log(
+                        f"iteration {iteration}: every group had equal rewards, nothing to learn; policy kept"
+                    )
+            evals = run_rollouts(
+                scaffold, domain, policy.server.info, val_tasks, val_seeds,
+                out_dir=run_dir / "eval" / f"it-{iteration:03d}", policy_index=version.index, config=config,
+                sandbox=sandbox,
+            )  # fmt: skip
+            row.policy = version.name
+            row.val_pass_at_1, row.val_ci = pass_at_1(evals)
+            row.generated_tokens = sum(t.totals.completion_tokens for t in [*rollouts, *evals])
+            row.wall_s = round(time.time() - started, 1)
+            with metrics_file.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(asdict(row)) + "\n")
+            rows.append(row)
+            log(_describe(row))
+    return rows
+
+
+def _mean_reward(trajectories: list[Trajectory]) -> float:
+    return sum(t.evaluation.score for t in trajectories if t.evaluation) / max(1, len(trajectories))
+
+
+def _describe(row: IterationRow) -> str:
+    parts = [f"it {row.iteration}", f"policy {row.policy}", f"val pass@1 {row.val_pass_at_1:.3f}"]
+    parts.append(f"[{row.val_ci[0]:.3f}, {row.val_ci[1]:.3f}]")
+    if row.reward_mean is not None:
+        parts.append(f"reward {row.reward_mean:.3f}")
+    if row.logprob_mismatch is not None:
+        parts.append(f"|Δlogp| {row.logprob_mismatch:.4f}")
+    for key in ("loss", "clip_frac"):
+        if key in row.metrics:
+            parts.append(f"{key} {row.metrics[key]:.4f}")
+    parts.append(f"{row.wall_s:.0f} s")
+    return "  ".join(parts)
+
+
+def _lines(path: Path) -> list[str]:
+    if not path.is_file():
+        return []
+    return [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

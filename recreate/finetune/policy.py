@@ -1,0 +1,138 @@
+"""The served policy: the model the agents sample from, versioned as it is fine-tuned.
+
+A policy version is a full HF directory (what the trainer starts the next update from) plus, for the
+llama.cpp engine, an f32 GGUF of the same weights (what the agents sample from). Publishing a LoRA
+adapter folds it into the current version's weights, writes both, and restarts the llama.cpp server
+on the new GGUF under the version's name (a second: the 135M model loads at once), so every
+trajectory records in `model.name` the policy version that produced it. Versions are
+`<base>` (v0), then `<base>+ft1`, `<base>+ft2`, ...; the last `keep` versions stay on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from recreate.local import LocalModel, LocalServer, ServerInfo, embedded_gguf, ensure_hf_model, llamacpp
+from recreate.local.gguf_export import export_gguf, load_weights
+from recreate.local.server import free_port
+
+
+@dataclass(frozen=True)
+class PolicyVersion:
+    index: int
+    name: str
+    hf_dir: Path  # what the trainer loads
+    gguf: Path | None  # what llama.cpp serves (None for the embedded base: its own Q4_1 file is not it)
+
+
+class ServedPolicy:
+    """Versions of one policy under `root`, the current one served by llama.cpp."""
+
+    def __init__(self, home: Path, root: Path, *, parallel: int = 4, keep: int = 2, base: Path | None = None):
+        self.home, self.root = Path(home), Path(root)
+        self.parallel, self.keep = parallel, keep
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.template = embedded_gguf()
+        self.base_dir = base or ensure_hf_model(self.home)
+        self.versions: list[PolicyVersion] = self._load_versions()
+        self.server: LocalServer | None = None
+
+    # -- versions --------------------------------------------------------------------------------
+    def _load_versions(self) -> list[PolicyVersion]:
+        index_file = self.root / "versions.json"
+        if index_file.is_file():
+            rows = json.loads(index_file.read_text(encoding="utf-8"))
+            return [PolicyVersion(r["index"], r["name"], Path(r["hf_dir"]), _path(r["gguf"])) for r in rows]
+        base_gguf = self.root / "v0.gguf"
+        if not base_gguf.is_file():  # f32, so the base samples from exactly the weights the trainer scores
+            export_gguf(load_weights(self.base_dir), self.template, base_gguf, name="v0")
+        return [PolicyVersion(0, self.base_name, self.base_dir, base_gguf)]
+
+    @property
+    def base_name(self) -> str:
+        return self.base_dir.name
+
+    @property
+    def current(self) -> PolicyVersion:
+        return self.versions[-1]
+
+    def _save_versions(self) -> None:
+        rows = [
+            {
+                "index": v.index,
+                "name": v.name,
+                "hf_dir": str(v.hf_dir),
+                "gguf": str(v.gguf) if v.gguf else None,
+            }
+            for v in self.versions
+        ]
+        (self.root / "versions.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
+
+    def publish(self, adapter_dir: Path) -> PolicyVersion:
+        """Fold a LoRA adapter trained on the current version into a new version and serve it."""
+        index = self.current.index + 1
+        name = f"{self.base_name}+ft{index}"
+        hf_dir, gguf = self.root / f"v{index}", self.root / f"v{index}.gguf"
+        state = merge_adapter(self.current.hf_dir, adapter_dir, hf_dir)
+        export_gguf(state, self.template, gguf, name=name)
+        self.versions.append(PolicyVersion(index, name, hf_dir, gguf))
+        self._save_versions()
+        self._prune()
+        if self.server is not None:
+            self.serve()
+        return self.current
+
+    def _prune(self) -> None:
+        for old in self.versions[1 : -self.keep]:
+            if old.hf_dir != self.base_dir:
+                shutil.rmtree(old.hf_dir, ignore_errors=True)
+            if old.gguf is not None:
+                old.gguf.unlink(missing_ok=True)
+
+    # -- serving ---------------------------------------------------------------------------------
+    def serve(self) -> ServerInfo:
+        """(Re)start llama.cpp on the current version; its name is the model name agents record."""
+        self.stop()
+        version = self.current
+        assert version.gguf is not None
+        port = free_port()
+        command = llamacpp.command(
+            LocalModel(version.name, gguf=version.gguf), port=port, parallel=self.parallel
+        )
+        self.server = LocalServer(
+            command, engine="llamacpp", model=version.name, port=port, home=self.home, tool_calls=False
+        )
+        return self.server.start()
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+    def __enter__(self) -> ServedPolicy:
+        self.serve()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def merge_adapter(base_dir: Path, adapter_dir: Path, out: Path) -> dict[str, Any]:
+    """base + LoRA -> merged weights, saved to `out` (HF) and returned (for the GGUF export)."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+    merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+    merged.save_pretrained(out)
+    AutoTokenizer.from_pretrained(base_dir).save_pretrained(out)
+    return merged.state_dict()
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
