@@ -69,6 +69,8 @@ def summary_table(summary: Summary, title: str) -> Table:
     ))  # fmt: skip
     table.add_row("mean steps", f"{summary.mean_steps:.1f}")
     table.add_row("exit statuses", ", ".join(f"{k}={v}" for k, v in sorted(summary.exit_statuses.items())))
+    if summary.endpoint_errors:
+        table.add_row("endpoint errors (not scored; rerun to retry)", str(summary.endpoint_errors))
     return table
 
 

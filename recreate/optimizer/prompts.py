@@ -1,6 +1,7 @@
 """System prompts of the ReCreate-Agent (instance reflection), batch synthesis and bootstrap.
 
-The "modification guidance" block is separate so the `no_guidance` ablation can drop it.
+The "modification guidance" block is separate so the `no_guidance` ablation can drop it; the edit-op
+reference (`with_ops_reference`) is the API itself, so every agent that writes ops gets it, in any ablation.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ How to write good edits:
   A tool reads one JSON argument from argv[1] and prints its result; it needs a smoke test.
 - Edit the system prompt with `replace_text` (a unique snippet) rather than rewriting it.
 - Fewer, sharper edits beat many vague ones. An empty ops list is a valid proposal for a clean run.
+"""
 
-Edit ops (JSON objects, field "op"):
+OPS_REFERENCE = """Edit ops (JSON objects, field "op"):
 {ops_reference}
 """
 
@@ -64,6 +66,10 @@ with edit ops on the seed.
 Domain:
 {domain}
 """
+
+
+def with_ops_reference(prompt: str) -> str:
+    return f"{prompt}\n{OPS_REFERENCE.format(ops_reference=ops_reference())}"
 
 
 def ops_reference() -> str:
