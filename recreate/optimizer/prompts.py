@@ -50,8 +50,10 @@ of the same domain agent. Merge them into ONE domain-level patch for the current
   use `vote` ops for rules where the evidence says so, and drop items that keep hurting;
 - keep the scaffold within its size budget: {size_budget}. Current size: {current_size} characters.
   Do not collapse it into a tiny prompt and do not let it grow without bound: merge or remove instead.
-You see every proposal in full, including tool code and memory items. Call `submit_patch` once with the
-ops, a rationale and the evidence (trajectory ids) of what you kept.
+You see every proposal in full, including tool code and memory items, and under "run" the score of the
+run it came from. A proposal with no ops is a clean run's "nothing to change": evidence that the current
+scaffold works there. Call `submit_patch` once with the ops, a rationale and the evidence (trajectory ids)
+of what you kept.
 
 Domain:
 {domain}

@@ -34,7 +34,8 @@ def test_run_task_evaluates_in_a_fresh_sandbox_caches_and_stores(openai_server, 
     assert traj.outcome.exit_status == "submitted" and traj.seed == 3 and traj.run_id == "r1"
     assert traj.domain == "jsonl" and traj.task_id == "add-0"
     assert store.get(traj.trajectory_id).evaluation.passed
-    assert cache.get(traj.scaffold.hash, "add-0", 3).trajectory_id == traj.trajectory_id
+    key = traj.metadata["rollout_key"]
+    assert cache.get(traj.scaffold.hash, "add-0", 3, key).trajectory_id == traj.trajectory_id
 
     calls = len(openai_server.requests)
     again = run_task(MINIMAL, task, domain, model=model, sandbox=bwrap, seed=3, store=store, cache=cache)
