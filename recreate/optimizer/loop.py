@@ -196,6 +196,7 @@ class EvolveLoop:
                     self.seed_ref, patch.ops, message="bootstrap", sandbox=self.sandbox
                 ).ref
                 entry |= {"parent": self.seed_ref, "ops": patch.ops, "reason": "bootstrap"}
+        self.scaffolds.set_head(ref, event="evolve v0")  # v0 is accepted; without a HEAD the newest counts
         scores, errors = self.evaluate(self.scaffolds.load(ref), 0)
         self.scaffolds.attach_scores(ref, scores, label="val")
         entry |= {"ref": ref, "val": scores, "errors": [f"validation run {e}" for e in errors]}
