@@ -321,6 +321,10 @@ class EvolveLoop:
         if info.ref == parent:
             entry["reason"] = "the patch did not change the scaffold"
             return {"round": rnd + 1, "history": [entry]}
+        if all(op["op"] == "vote" for op in patch["ops"]):  # the agent never sees counters: nothing to test
+            self.scaffolds.set_head(info.ref, event="accepted")
+            entry |= {"ref": info.ref, "accepted": True, "reason": "counter votes only (no behaviour change)"}
+            return {"round": rnd + 1, "current": info.ref, "history": [entry]}
         parent_scaffold, candidate = self.scaffolds.load(parent), self.scaffolds.load(info.ref)
         parent_val, parent_errors = self.evaluate(parent_scaffold, rnd)  # this gate's seeds (cached if seen)
         scores, errors = self.evaluate(candidate, rnd)
