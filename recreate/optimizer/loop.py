@@ -44,7 +44,7 @@ from recreate.optimizer.gate import paired_gate
 from recreate.optimizer.proposals import Proposal
 from recreate.optimizer.reflect import Ablations, reflect_on_run
 from recreate.optimizer.synthesis import SizeBudget, apply_directly, bootstrap, scaffold_size, synthesize
-from recreate.scaffold import Scaffold, ScaffoldStore
+from recreate.scaffold import Scaffold, ScaffoldStore, VersionInfo, ops_to_json
 
 Rollout = Callable[[Scaffold, Task, int], tuple[Trajectory, bool]]  # -> (trajectory, came from cache)
 
@@ -307,14 +307,7 @@ class EvolveLoop:
             )
             return {"round": rnd + 1, "history": [entry]}
         try:
-            info = self.scaffolds.apply(
-                parent,
-                patch["ops"],
-                rationale=patch["diagnosis"],
-                message=f"round {rnd + 1}",
-                sandbox=self.sandbox,
-                set_head=False,  # HEAD moves only when the gate accepts
-            )
+            info = self._candidate(parent, patch, rnd)
         except Exception as exc:  # an invalid candidate is rejected, never a crash
             entry["reason"] = f"candidate failed validation: {type(exc).__name__}: {exc}"
             return {"round": rnd + 1, "history": [entry]}
@@ -351,6 +344,22 @@ class EvolveLoop:
             return {"round": rnd + 1, "history": [entry]}
         self.scaffolds.set_head(info.ref, event="accepted")
         return {"round": rnd + 1, "current": info.ref, "current_val": scores, "history": [entry]}
+
+    def _candidate(self, parent: str, patch: dict[str, Any], rnd: int) -> VersionInfo:
+        """The parent with the patch applied, committed without moving HEAD. A gate re-run after a kill
+        finds the version it committed before (same parent, same ops) instead of storing a twin."""
+        ops = ops_to_json(patch["ops"])
+        for info in self.scaffolds.log(parent.split("@", 1)[0]):
+            if info.parent == parent and info.ops == ops:
+                return info
+        return self.scaffolds.apply(
+            parent,
+            ops,
+            rationale=patch["diagnosis"],
+            message=f"round {rnd + 1}",
+            sandbox=self.sandbox,
+            set_head=False,  # HEAD moves only when the gate accepts
+        )
 
     def next_step(self, state: EvolveState) -> str:
         return "plan" if state["round"] < self.config.rounds else "finish"

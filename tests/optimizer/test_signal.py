@@ -127,7 +127,8 @@ def test_head_moves_only_when_the_gate_accepts(recreate_home, openai_server, dom
     assert store.head("minimal").ref == stopped.history[0]["ref"]  # ...but HEAD stays on the accepted v0
     resumed = one_at_a_time().optimize(run_id=stopped.run_id, **sets)
     assert [h["accepted"] for h in resumed.history] == [True, True, False]
-    assert store.head("minimal").ref == resumed.final == resumed.history[1]["ref"]
+    assert store.head("minimal").ref == resumed.final == resumed.history[1]["ref"] == "minimal@v2"
+    assert len(store.log("minimal")) == 3  # the re-run gate found its candidate instead of storing a twin
 
 
 def test_val_seeds_pair_every_task_and_seed(recreate_home, openai_server, domain):  # noqa: F811
