@@ -8,6 +8,7 @@ import pytest
 
 from recreate.domains import get_domain
 from recreate.evaluation import RolloutCache, bootstrap_ci, run_task, run_tasks, summarize
+from recreate.evaluation.report import task_row
 from recreate.experience.store import ExperienceStore
 from recreate.models import Budget, BudgetExceeded, UsageLedger
 from tests.evaluation.conftest import EVALUATOR, EXAMPLE, MINIMAL, solver, write_tasks
@@ -153,6 +154,7 @@ def test_an_endpoint_error_is_stored_but_not_scored_or_cached(openai_server, bwr
     assert not list(cache.root.rglob("*.json"))  # not a result
     summary = summarize([failed])
     assert summary.endpoint_errors == 1 and summary.rollouts == 0  # not a score of 0
+    assert task_row(failed)["endpoint_error"]
 
     openai_server.responder = solver()
     retried = run_task(MINIMAL, task, domain, model=model, sandbox=bwrap, cache=cache)
