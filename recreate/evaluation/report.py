@@ -13,6 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from recreate.evaluation.errors import is_endpoint_error
 from recreate.evaluation.metrics import Summary
 from recreate.experience.schema import Trajectory
 
@@ -28,6 +29,7 @@ def task_row(traj: Trajectory) -> dict[str, Any]:
         "passed": bool(ev and ev.passed),
         "score": ev.score if ev else 0.0,
         "exit_status": traj.outcome.exit_status,
+        "endpoint_error": is_endpoint_error(traj),  # a failed model call: no score, rerun to retry
         "steps": traj.totals.steps,
         "format_errors": traj.totals.format_errors,
         "cost_usd": traj.totals.cost_usd,
@@ -69,6 +71,8 @@ def summary_table(summary: Summary, title: str) -> Table:
     ))  # fmt: skip
     table.add_row("mean steps", f"{summary.mean_steps:.1f}")
     table.add_row("exit statuses", ", ".join(f"{k}={v}" for k, v in sorted(summary.exit_statuses.items())))
+    if summary.endpoint_errors:
+        table.add_row("endpoint errors (not scored; rerun to retry)", str(summary.endpoint_errors))
     return table
 
 

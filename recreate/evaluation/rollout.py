@@ -3,13 +3,17 @@
 `run_task` runs the domain agent in a fresh sandbox session prepared by `domain.prepare`, then judges the
 submission with `domain.evaluate` (which opens another fresh sandbox that receives only the submission),
 and returns the Trajectory with its evaluation. `run_tasks` does many with bounded concurrency. Finished
-rollouts are cached on disk under RECREATE_HOME, keyed by (scaffold hash, domain, task id, seed, model),
-so a resumed run (even after kill -9) pays nothing twice.
+rollouts are cached on disk under RECREATE_HOME, so a resumed run (even after kill -9) pays nothing
+twice. The cache key names everything that determines a result (`Rollouts.rollout_key`): the scaffold's
+hash, the task's content, the domain and its options (evaluator included), the model and its sampling,
+the sandbox, and the seed. A run whose model call failed is stored but neither scored nor cached.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import inspect
 import json
 import logging
 import re
@@ -26,6 +30,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from recreate.agent import AgentContext, build_domain_agent
 from recreate.config import load_settings
 from recreate.domains.base import Domain, Task
+from recreate.evaluation.errors import ERROR_KEY, failure_kind
 from recreate.experience.schema import Evaluation, Trajectory, load_trajectory, new_id
 from recreate.models import UsageLedger
 from recreate.redact import redact
@@ -52,24 +57,21 @@ def agent_sandbox_spec(domain: Domain) -> SandboxSpec:
 
 
 class RolloutCache:
-    """Evaluated trajectories on disk, one JSON file per (scaffold hash, task id, seed).
+    """Evaluated trajectories on disk, one JSON file per (scaffold hash, task id, seed, rollout key).
 
-    A lookup may name the model (`model_key`, see `Rollouts.model_key`): a file written by another model
-    is then a miss (and the new rollout replaces it)."""
+    The key (see `Rollouts.rollout_key`) is also kept in the file and checked on a lookup, so a file
+    written for another task content, domain option, model or sandbox is a miss, never a result."""
 
     def __init__(self, root: str | Path | None = None):
         self.root = Path(root) if root else load_settings().home / "rollouts"
 
-    def path(self, scaffold: Scaffold | str, task_id: str, seed: int) -> Path:
+    def path(self, scaffold: Scaffold | str, task_id: str, seed: int, key: str) -> Path:
         digest = scaffold.content_hash() if isinstance(scaffold, Scaffold) else scaffold
         readable = _UNSAFE.sub("_", task_id)[:80]
-        tag = hashlib.sha256(task_id.encode()).hexdigest()[:8]  # ids differing only in odd characters
-        return self.root / digest[:16] / f"{readable}-{tag}-s{seed}.json"
+        return self.root / digest[:16] / f"{readable}-{key[:16]}-s{seed}.json"
 
-    def get(
-        self, scaffold: Scaffold | str, task_id: str, seed: int, model_key: str | None = None
-    ) -> Trajectory | None:
-        path = self.path(scaffold, task_id, seed)
+    def get(self, scaffold: Scaffold | str, task_id: str, seed: int, key: str) -> Trajectory | None:
+        path = self.path(scaffold, task_id, seed, key)
         if not path.is_file():
             return None
         try:
@@ -77,13 +79,45 @@ class RolloutCache:
         except Exception as exc:  # a damaged cache file is re-run, never trusted
             log.warning("ignoring unreadable cached rollout %s: %s", path, exc)
             return None
-        if traj.evaluation is None or (model_key is not None and traj.metadata.get("model_key") != model_key):
+        if traj.evaluation is None or traj.metadata.get("rollout_key") != key:
             return None
         return traj
 
-    def put(self, scaffold: Scaffold | str, trajectory: Trajectory) -> Path:
+    def put(self, scaffold: Scaffold | str, trajectory: Trajectory, key: str) -> Path:
         seed = trajectory.seed if trajectory.seed is not None else 0
-        return trajectory.save(self.path(scaffold, trajectory.task_id, seed))
+        trajectory.metadata["rollout_key"] = key
+        return trajectory.save(self.path(scaffold, trajectory.task_id, seed, key))
+
+
+def settings_fingerprint(obj: Any) -> dict[str, Any]:
+    """The public settings of a domain or sandbox that can change a result: plain values as they are,
+    callables (a Python evaluator) by name and source."""
+    out: dict[str, Any] = {"type": f"{type(obj).__module__}.{type(obj).__qualname__}"}
+    for name, value in sorted(getattr(obj, "__dict__", {}).items()):
+        if name.startswith("_"):
+            continue
+        if isinstance(value, str | int | float | bool | Path) or value is None:
+            out[name] = value if not isinstance(value, Path) else str(value)
+        elif isinstance(value, tuple | list) and all(isinstance(v, str | int | float | Path) for v in value):
+            out[name] = [str(v) for v in value]
+        elif callable(value) and not inspect.isclass(value):
+            out[name] = _callable_identity(value)
+    return out
+
+
+def _callable_identity(fn: Any) -> str:
+    name = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', type(fn).__qualname__)}"
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return name
+    return f"{name}:{hashlib.sha256(source.encode()).hexdigest()[:16]}"
+
+
+def task_fingerprint(task: Task) -> str:
+    """A hash of the task's whole content (prompt, files, reference, metadata), not only its id."""
+    text = json.dumps(dataclasses.asdict(task), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 class Rollouts:
@@ -121,15 +155,24 @@ class Rollouts:
         )
         self.graph = self.agent.compile()
         info = self.agent.recorder.model
-        identity = json.dumps([info.name, info.base_url_host, info.sampling], sort_keys=True, default=str)
-        self.model_key = hashlib.sha256(identity.encode()).hexdigest()[:16]
+        context = {
+            "model": [info.name, info.base_url_host, info.sampling],
+            "domain": settings_fingerprint(domain),
+            "sandbox": [settings_fingerprint(self.agent.sandbox), repr(self.agent.sandbox_spec)],
+        }
+        identity = json.dumps(context, sort_keys=True, default=str)
+        self.context_key = hashlib.sha256(identity.encode()).hexdigest()
         self.scaffold_hash = self.scaffold.content_hash()
         self._store_lock = threading.Lock()
+
+    def rollout_key(self, task: Task) -> str:
+        """What determines a rollout's result besides the scaffold and the seed (which name its file)."""
+        return hashlib.sha256(f"{self.context_key}:{task_fingerprint(task)}".encode()).hexdigest()
 
     def cached(self, task: Task, seed: int = 0) -> Trajectory | None:
         if self.cache is None:
             return None
-        return self.cache.get(self.scaffold_hash, task.id, seed, self.model_key)
+        return self.cache.get(self.scaffold_hash, task.id, seed, self.rollout_key(task))
 
     def run(self, task: Task, seed: int = 0) -> Trajectory:
         cached = self.cached(task, seed)
@@ -142,7 +185,16 @@ class Rollouts:
         if self.ledger is not None and (traj.outcome.error or "").startswith("budget exceeded"):
             self.ledger.check_budget()  # the shared budget ran out mid-run: raise, cache nothing
         eval_started = time.time()
-        if traj.outcome.exit_status == "error" and not traj.messages:  # the agent never started
+        failure = failure_kind(traj)
+        if failure is not None:
+            traj.metadata[ERROR_KEY] = failure
+        if failure == "endpoint":  # not the scaffold's doing: no score, no cache entry, run again next time
+            log.warning("rollout of %s hit an endpoint error: %s", task.id, traj.outcome.error)
+            traj.evaluation = None
+        elif failure == "scaffold":
+            reason = f"scaffold failure: its prompt does not fit the model's context ({traj.outcome.error})"
+            traj.evaluation = Evaluation(score=0.0, passed=False, feedback=reason)
+        elif traj.outcome.exit_status == "error" and not traj.messages:  # the agent never started
             reason = f"the rollout failed before the agent ran: {traj.outcome.error}"
             traj.evaluation = Evaluation(score=0.0, passed=False, feedback=reason)
         else:
@@ -151,9 +203,8 @@ class Rollouts:
             eval_duration_s=round(time.time() - eval_started, 3),
             rollout_duration_s=round(time.time() - started, 3),
         )
-        traj.metadata["model_key"] = self.model_key
-        if self.cache is not None:
-            self.cache.put(self.scaffold_hash, traj)
+        if self.cache is not None and failure != "endpoint":
+            self.cache.put(self.scaffold_hash, traj, self.rollout_key(task))
         if self.store is not None:
             with self._store_lock:
                 self.store.add(traj, index_later=True)  # the next step reads the files; searches wait

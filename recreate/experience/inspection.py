@@ -1,14 +1,20 @@
 """On-demand inspection of the experience store: list, read (views), search and compare, as compact text
-within a token budget (tokens ≈ chars / 4). The meta-agent reaches these through `experience_tools`."""
+within a token budget (tokens ≈ chars / 4). The meta-agent reaches these through `experience_tools`.
+
+Held-out tasks (an optimizer run's validation and test tasks) are invisible here in every call: their
+runs stay in the store for reports and for TAPO, but the meta-agent must not learn from the tasks the gate
+judges it on. A hidden run reads as "no trajectory", and searches skip it (and memory items citing it).
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 from typing import Any
 
 from recreate.experience.digest import action_text, error_type, is_failure, one_line, outcome_label
 from recreate.experience.schema import Trajectory
-from recreate.experience.store import ExperienceStore
+from recreate.experience.store import ExperienceStore, TrajectoryNotFoundError
 from recreate.experience.views import CHARS_PER_TOKEN, DEFAULT_BUDGET, fit, render, section
 
 COMPARE_CONTEXT = 3  # steps shown on each side after the point of divergence
@@ -16,14 +22,30 @@ COMPARE_CONTEXT = 3  # steps shown on each side after the point of divergence
 
 class ExperienceInspector:
     def __init__(
-        self, store: ExperienceStore, *, budget_tokens: int = DEFAULT_BUDGET, allow_evaluation: bool = True
+        self,
+        store: ExperienceStore,
+        *,
+        budget_tokens: int = DEFAULT_BUDGET,
+        allow_evaluation: bool = True,
+        allow_steps: bool = True,
+        hidden_tasks: Collection[str] = (),
     ) -> None:
-        """`allow_evaluation=False` hides evaluation feedback and details (pass/fail and score stay)."""
+        """`allow_evaluation=False` hides evaluation feedback and details (pass/fail and score stay);
+        `allow_steps=False` refuses step-level search (step documents hold actions and outputs);
+        `hidden_tasks`: task ids whose runs are never shown."""
         self.store = store
         self.budget_tokens = budget_tokens
         self.allow_evaluation = allow_evaluation
+        self.allow_steps = allow_steps
+        self.hidden_tasks = frozenset(hidden_tasks)
+
+    def _hidden_runs(self) -> set[str]:
+        return {e.id for task in self.hidden_tasks for e in self.store.list({"task_id": task})}
 
     def _load(self, trajectory_id: str) -> Trajectory:
+        entry = self.store.catalog.get(trajectory_id)
+        if entry is not None and entry.task_id in self.hidden_tasks:
+            raise TrajectoryNotFoundError(f"no trajectory {trajectory_id!r}")
         traj = self.store.get(trajectory_id)
         if self.allow_evaluation or traj.evaluation is None:
             return traj
@@ -36,7 +58,7 @@ class ExperienceInspector:
     def list_experiences(
         self, filters: dict[str, Any] | None = None, limit: int = 50, budget_tokens: int | None = None
     ) -> str:
-        entries = self.store.list(filters)
+        entries = [e for e in self.store.list(filters) if e.task_id not in self.hidden_tasks]
         lines = [
             f"  {e.id} | task {e.task_id} | {e.domain} | {e.scaffold_name or '-'}@{e.scaffold_version or '-'}"
             " | "
@@ -64,7 +86,9 @@ class ExperienceInspector:
     ) -> str:
         if not self.allow_evaluation and scope == "summaries":
             raise ValueError("summaries hold evaluation feedback, which is not available in this run")
-        hits = self.store.search(query, scope=scope, filters=filters, k=k)
+        if not self.allow_steps and scope == "steps":
+            raise ValueError("the agent's steps are not available in this run; search summaries or memory")
+        hits = self._visible_hits(query, scope, filters, k)
         budget = self._budget(budget_tokens)
         per_hit = max(budget * CHARS_PER_TOKEN // max(len(hits), 1) - 120, 80)
         lines = []
@@ -79,6 +103,30 @@ class ExperienceInspector:
             snippet = one_line(hit.document)[:per_hit]
             lines.append(f"[{hit.distance:.3f}] {where} | {label}\n    {snippet}")
         return fit("\n".join(lines) or "no matches", budget)
+
+    def _visible_hits(self, query: str, scope: str, filters: dict[str, Any] | None, k: int) -> list[Any]:
+        """The k nearest hits outside the hidden tasks: asks for more until k are visible or none are left."""
+        if not self.hidden_tasks:
+            return self.store.search(query, scope=scope, filters=filters, k=k)
+        hidden_runs = self._hidden_runs()
+        citing = {
+            str(item["id"])
+            for item in self.store.memory_items()
+            if hidden_runs & set(item.get("evidence") or [])
+        }
+        wanted = k
+        while True:
+            hits = self.store.search(query, scope=scope, filters=filters, k=wanted)
+            visible = [
+                h
+                for h in hits
+                if h.metadata.get("task_id") not in self.hidden_tasks
+                and h.trajectory_id not in hidden_runs
+                and not (scope == "memory" and h.id in citing)
+            ]
+            if len(visible) >= k or len(hits) < wanted:
+                return visible[:k]
+            wanted *= 4
 
     def compare(self, trajectory_ids: list[str], budget_tokens: int | None = None) -> str:
         """Where successful and failed runs of the same task diverge."""

@@ -6,7 +6,7 @@ The flags of `experience_tools` switch tools off for ablations of the optimizer.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from langchain_core.tools import BaseTool, ToolException
@@ -45,6 +45,12 @@ class SearchArgs(BaseModel):
     scope: str = Field("steps", description="steps | summaries | memory")
 
 
+class RunSearchArgs(SearchArgs):
+    """Search without step documents (the `no_trajectory` ablation)."""
+
+    scope: str = Field("summaries", description="summaries | memory")
+
+
 class CompareArgs(BaseModel):
     trajectory_ids: list[str] = Field(min_length=2, description="runs to compare, ideally of the same task")
 
@@ -67,10 +73,19 @@ def experience_tools(
     allow_search: bool = True,
     allow_evaluation: bool = True,
     budget_tokens: int = DEFAULT_BUDGET,
+    hidden_tasks: Collection[str] = (),
 ) -> list[BaseTool]:
-    """Tools bound to `store`. Ablations: `allow_trajectories=False` drops read_trajectory and compare,
-    `allow_search=False` drops search_experience, `allow_evaluation=False` hides evaluation feedback."""
-    inspector = ExperienceInspector(store, budget_tokens=budget_tokens, allow_evaluation=allow_evaluation)
+    """Tools bound to `store`. Ablations: `allow_trajectories=False` drops read_trajectory and compare and
+    step-level search (the steps hold the same actions and outputs), `allow_search=False` drops
+    search_experience, `allow_evaluation=False` hides evaluation feedback. Runs of `hidden_tasks` (held-out
+    validation/test tasks) are invisible to every tool."""
+    inspector = ExperienceInspector(
+        store,
+        budget_tokens=budget_tokens,
+        allow_evaluation=allow_evaluation,
+        allow_steps=allow_trajectories,
+        hidden_tasks=hidden_tasks,
+    )
     budget_note = f" Output is capped at about {budget_tokens} tokens."
     specs: list[tuple[str, str, type[BaseModel], Callable[..., str]]] = [
         (
@@ -85,8 +100,10 @@ def experience_tools(
             (
                 "search_experience",
                 "Semantic search over past steps (action + output + error), run summaries or memory items; "
-                "returns trajectory id, task, step and a snippet per hit.",
-                SearchArgs,
+                "returns trajectory id, task, step and a snippet per hit."
+                if allow_trajectories
+                else "Semantic search over run summaries or memory items; returns id, task and a snippet.",
+                SearchArgs if allow_trajectories else RunSearchArgs,
                 inspector.search_experience,
             )
         )

@@ -53,7 +53,7 @@ def projected_cost(
     """Upper-bound preview: (role, calls, tokens, USD or None when the price is unknown)."""
     from recreate.models import parse_spec, price_call
 
-    rollouts = n_val * (cfg.rounds + 1) + cfg.batch_size * cfg.rounds
+    rollouts = n_val * cfg.val_seeds * (1 + 2 * cfg.rounds) + cfg.batch_size * cfg.rounds  # parent re-scored
     prompt = scaffold_chars // 4 + 1500  # scaffold + task + a few observations, in tokens
     rows = [
         ("agent", rollouts * max_steps, rollouts * max_steps * (prompt + 400), agent),
@@ -96,7 +96,12 @@ def evolve_command(
     batch_size: int = typer.Option(4, "--batch-size", min=1),
     val_limit: int = typer.Option(None, "--val-limit", help="Use at most N validation tasks."),
     train_limit: int = typer.Option(None, "--train-limit", help="Use at most N training tasks."),
-    tolerance: float = typer.Option(0.0, "--tolerance", help="Accept a candidate not worse than this."),
+    min_improvement: float = typer.Option(
+        0.0,
+        "--min-improvement",
+        help="Gate: accept a candidate when the 95% lower bound of its mean improvement is above this.",
+    ),
+    val_seeds: int = typer.Option(1, "--val-seeds", min=1, help="Validation runs per task and version."),
     sandbox: str = typer.Option(None, "--sandbox", help="bwrap (default), docker or local."),
     resume: str = typer.Option(None, "--resume", help="Resume the run with this id."),
     run_id: str = typer.Option(None, "--run-id", help="Name a new run."),
@@ -125,7 +130,8 @@ def evolve_command(
         rounds=rounds,
         batch_size=batch_size,
         max_concurrency=concurrency,
-        tolerance=tolerance,
+        min_improvement=min_improvement,
+        val_seeds=val_seeds,
         max_rollouts=max_rollouts,
         max_wall_s=max_wall_s,
         bootstrap=bootstrap,
@@ -209,8 +215,10 @@ def _summary(result, report: Path) -> None:
     for h in result.history:
         val = h.get("val")
         mean = f"{sum(val.values()) / len(val):.3f}" if val else "—"
+        errors = h.get("errors") or []
+        note = f" [{len(errors)} error(s), see the report: {errors[0][:120]}]" if errors else ""
         table.add_row(
-            str(h.get("ref", "—")), "✔" if h.get("accepted") else "✘", mean, h.get("reason", "seed")
+            str(h.get("ref", "—")), "✔" if h.get("accepted") else "✘", mean, h.get("reason", "seed") + note
         )
     console.print(table)
     console.print(

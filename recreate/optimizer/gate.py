@@ -1,12 +1,24 @@
-"""The gate: a candidate version is accepted only if it holds up against its parent on held-out tasks.
+"""The gate: a candidate version is accepted only if it beats its parent on held-out tasks, by a test.
 
-Scores are paired (same validation tasks, same seeds). Accept when the candidate's mean is not worse
-than the parent's by more than `tolerance`; the reason is recorded either way.
+The rule. Both versions are scored on the same validation tasks with the same seeds (`--val-seeds` runs
+per task), so every (task, seed) is a pair. Per task, the improvement is the mean over its seeds of
+candidate − parent. A paired percentile bootstrap (tasks resampled with replacement — seeds of one task
+stay together, being correlated — 2000 resamples, a fixed seed) gives a 95% interval of the mean
+improvement. The candidate is accepted when the interval's lower bound is above `min_improvement`
+(default 0: the improvement must be reliably positive). A tie — a mean improvement of exactly zero — goes
+to the smaller scaffold: the candidate is accepted only if it is smaller than its parent. Pairs where
+either version hit an endpoint error are not scores and are left out (see `recreate.evaluation.errors`).
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import asdict, dataclass
+
+import numpy as np
+
+CONFIDENCE = 0.95
+RESAMPLES = 2000
 
 
 @dataclass
@@ -15,29 +27,77 @@ class GateResult:
     reason: str
     parent_mean: float
     candidate_mean: float
+    improvement: float  # mean over tasks of the per-task mean difference (candidate − parent)
+    low: float  # the bootstrap interval of `improvement`
+    high: float
+    n: int  # paired (task, seed) scores
+    tasks: int
     wins: int
     losses: int
     ties: int
-    n: int
+    min_improvement: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
+def task_of(key: str) -> str:
+    """Score keys are task ids, or "task#seed" with several validation seeds."""
+    return key.rsplit("#", 1)[0]
+
+
 def paired_gate(
-    parent: dict[str, float], candidate: dict[str, float], *, tolerance: float = 0.0
+    parent: dict[str, float],
+    candidate: dict[str, float],
+    *,
+    min_improvement: float = 0.0,
+    parent_size: int | None = None,
+    candidate_size: int | None = None,
+    seed: int = 0,
 ) -> GateResult:
-    tasks = sorted(set(parent) & set(candidate))
-    if not tasks:
-        return GateResult(False, "no validation task was scored for both versions", 0.0, 0.0, 0, 0, 0, 0)
-    diffs = [candidate[t] - parent[t] for t in tasks]
-    p_mean = sum(parent[t] for t in tasks) / len(tasks)
-    c_mean = sum(candidate[t] for t in tasks) / len(tasks)
+    keys = sorted(set(parent) & set(candidate))
+    if not keys:
+        reason = "rejected: no validation task was scored for both versions (n=0)"
+        return GateResult(False, reason, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, min_improvement)
+    by_task: dict[str, list[float]] = defaultdict(list)
+    for key in keys:
+        by_task[task_of(key)].append(candidate[key] - parent[key])
+    per_task = np.array([np.mean(d) for _, d in sorted(by_task.items())])
+    improvement = float(per_task.mean())
+    rng = np.random.default_rng(seed)
+    means = per_task[rng.integers(0, len(per_task), size=(RESAMPLES, len(per_task)))].mean(axis=1)
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low, high = (float(x) for x in np.percentile(means, [tail, 100 - tail]))
+    diffs = [candidate[k] - parent[k] for k in keys]
     wins, losses = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
-    accepted = c_mean >= p_mean - tolerance
-    verdict = "accepted" if accepted else "rejected"
+    smaller = candidate_size is not None and parent_size is not None and candidate_size < parent_size
+    if low > min_improvement:
+        accepted, why = True, f"the lower bound is above {min_improvement:g}"
+    elif improvement == 0.0 and smaller:
+        accepted, why = True, "a tie, and the candidate is the smaller scaffold"
+    elif improvement == 0.0:
+        accepted, why = False, "a tie, and the parent is not larger"
+    else:
+        accepted, why = False, f"the lower bound is not above {min_improvement:g}"
+    p_mean = sum(parent[k] for k in keys) / len(keys)
+    c_mean = sum(candidate[k] for k in keys) / len(keys)
     reason = (
-        f"{verdict}: val mean {c_mean:.3f} vs parent {p_mean:.3f} (tolerance {tolerance:g}) "
-        f"on {len(tasks)} paired tasks; {wins} better, {losses} worse"
+        f"{'accepted' if accepted else 'rejected'}: improvement {improvement:+.3f}, "
+        f"{CONFIDENCE:.0%} CI [{low:+.3f}, {high:+.3f}], n={len(keys)} ({len(per_task)} tasks); "
+        f"val mean {c_mean:.3f} vs parent {p_mean:.3f}; {wins} better, {losses} worse: {why}"
     )
-    return GateResult(accepted, reason, p_mean, c_mean, wins, losses, len(tasks) - wins - losses, len(tasks))
+    return GateResult(
+        accepted,
+        reason,
+        p_mean,
+        c_mean,
+        improvement,
+        low,
+        high,
+        len(keys),
+        len(per_task),
+        wins,
+        losses,
+        len(keys) - wins - losses,
+        min_improvement,
+    )

@@ -7,10 +7,17 @@
 State holds only JSON data (refs, ids, scores, proposals); everything with a connection lives on the
 `EvolveLoop` object. Checkpoints (SQLite) let a killed run resume; rollouts and reflections are also
 cached on disk, so a node re-run after a kill pays nothing twice.
+
+Held out means held out: the meta-agent's tools never show a run of a validation (or test) task. The gate
+of round r scores parent and candidate on the same fresh seeds of that round (`val_seed`), so a parent's
+lucky evaluation is never reused against its child; the store's HEAD moves only when the gate accepts.
+A rollout whose model call failed is no score (it is counted in the round's errors), and a reflection
+that fails is recorded on that task's proposal while the others go on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import hashlib
 import json
@@ -29,14 +36,15 @@ from langgraph.types import Send
 from typing_extensions import TypedDict  # pydantic (LangGraph server schemas) needs it on 3.11
 
 from recreate.domains.base import Domain, Task
+from recreate.evaluation.errors import is_endpoint_error
 from recreate.experience.schema import Trajectory
 from recreate.models import BudgetExceeded
 from recreate.optimizer.counters import memory_votes
 from recreate.optimizer.gate import paired_gate
 from recreate.optimizer.proposals import Proposal
 from recreate.optimizer.reflect import Ablations, reflect_on_run
-from recreate.optimizer.synthesis import SizeBudget, apply_directly, bootstrap, synthesize
-from recreate.scaffold import Scaffold, ScaffoldStore
+from recreate.optimizer.synthesis import SizeBudget, apply_directly, bootstrap, scaffold_size, synthesize
+from recreate.scaffold import Scaffold, ScaffoldStore, VersionInfo, ops_to_json
 
 Rollout = Callable[[Scaffold, Task, int], tuple[Trajectory, bool]]  # -> (trajectory, came from cache)
 
@@ -46,7 +54,8 @@ class EvolveConfig:
     rounds: int = 3
     batch_size: int = 4
     max_concurrency: int = 4
-    tolerance: float = 0.0
+    min_improvement: float = 0.0  # the gate accepts when the improvement's lower bound is above this
+    val_seeds: int = 1  # validation runs per task and version (paired across versions)
     seed: int = 0
     ablations: Ablations = field(default_factory=Ablations)
     size_budget: SizeBudget = field(default_factory=SizeBudget)
@@ -59,7 +68,7 @@ class EvolveConfig:
 class EvolveState(TypedDict, total=False):
     round: int
     current: str  # the accepted version, "name@vN"
-    current_val: dict[str, float]  # its validation score per task
+    current_val: dict[str, float]  # its validation scores (per task, or per "task#seed")
     batch: list[str]
     results: Annotated[list[dict[str, Any]], operator.add]  # one per (round, task)
     patches: Annotated[list[dict[str, Any]], operator.add]  # one per round
@@ -76,6 +85,20 @@ def _isolated(fn: Callable[..., Any], *args: Any) -> Any:
 def task_seed(base: int, *parts: object) -> int:
     digest = hashlib.sha256(json.dumps([base, *parts], default=str).encode()).hexdigest()
     return int(digest[:8], 16)
+
+
+def val_seed(base: int, gate_round: int, task_id: str, run: int) -> int:
+    """The seed of validation run `run` of a task at the gate of `gate_round` (v0 is scored at gate 0's)."""
+    return task_seed(base, "val", gate_round, task_id, run)
+
+
+def held_out_task_ids(domain: Domain, trainset: list[Task], valset: list[Task]) -> frozenset[str]:
+    """Validation and test task ids, which the meta-agent must never see (training ones excepted, when a
+    user insisted on validating on training tasks)."""
+    ids = {t.id for t in valset}
+    with contextlib.suppress(ValueError, LookupError, OSError):  # a domain without a test split
+        ids |= {t.id for t in domain.tasks("test")}
+    return frozenset(ids - {t.id for t in trainset})
 
 
 class EvolveLoop:
@@ -98,6 +121,7 @@ class EvolveLoop:
         self.domain, self.seed_ref, self.scaffolds = domain, seed_ref, scaffolds
         self.trainset, self.valset = trainset, valset
         self.tasks = {t.id: t for t in [*trainset, *valset]}
+        self.held_out = held_out_task_ids(domain, trainset, valset)
         self.experience, self.rollout, self.sandbox = experience, rollout, sandbox
         self.model, self.synthesis_model = optimizer_model, synthesis_model
         self.run_dir, self.config = run_dir, config
@@ -137,15 +161,22 @@ class EvolveLoop:
             self._save_spent()
         return traj
 
-    def evaluate(self, scaffold: Scaffold) -> dict[str, float]:
-        """Validation scores per task; the same seed per task for every version (paired)."""
+    def evaluate(self, scaffold: Scaffold, gate_round: int) -> tuple[dict[str, float], list[str]]:
+        """Validation scores per (task, seed) on the seeds of `gate_round` (the same for every version
+        scored there: paired), and the endpoint errors, which are no scores."""
+        runs = self.config.val_seeds
+        jobs = [(task, i) for task in self.valset for i in range(runs)]
 
-        def one(task: Task) -> tuple[str, float]:
-            traj = self._run(scaffold, task, task_seed(self.config.seed, "val", task.id))
-            return task.id, traj.evaluation.score if traj.evaluation else 0.0
+        def one(job: tuple[Task, int]) -> tuple[str, Trajectory]:
+            task, i = job
+            traj = self._run(scaffold, task, val_seed(self.config.seed, gate_round, task.id, i))
+            return (task.id if runs == 1 else f"{task.id}#{i}"), traj
 
         with ThreadPoolExecutor(self.config.max_concurrency) as pool:
-            return dict(pool.map(one, self.valset))
+            done = list(pool.map(one, jobs))
+        scores = {key: t.evaluation.score for key, t in done if t.evaluation and not is_endpoint_error(t)}
+        errors = [f"{key}: {t.outcome.error}" for key, t in done if is_endpoint_error(t)]
+        return scores, errors
 
     # -- nodes -------------------------------------------------------------------------------------
     def start(self, state: EvolveState) -> dict[str, Any]:
@@ -165,9 +196,10 @@ class EvolveLoop:
                     self.seed_ref, patch.ops, message="bootstrap", sandbox=self.sandbox
                 ).ref
                 entry |= {"parent": self.seed_ref, "ops": patch.ops, "reason": "bootstrap"}
-        scores = self.evaluate(self.scaffolds.load(ref))
+        self.scaffolds.set_head(ref, event="evolve v0")  # v0 is accepted; without a HEAD the newest counts
+        scores, errors = self.evaluate(self.scaffolds.load(ref), 0)
         self.scaffolds.attach_scores(ref, scores, label="val")
-        entry |= {"ref": ref, "val": scores}
+        entry |= {"ref": ref, "val": scores, "errors": [f"validation run {e}" for e in errors]}
         return {"round": 0, "current": ref, "current_val": scores, "history": [entry]}
 
     def plan(self, state: EvolveState) -> dict[str, Any]:
@@ -186,26 +218,39 @@ class EvolveLoop:
         scaffold = self.scaffolds.load(item["current"])
         task = self.tasks[item["task_id"]]
         traj = self._run(scaffold, task, task_seed(self.config.seed, "train", item["round"], task.id))
-        proposal = self._cached(
-            f"reflect-{scaffold.content_hash()[:16]}-{traj.trajectory_id}",
-            lambda: reflect_on_run(
-                traj,
-                scaffold=scaffold,
-                domain=self.domain,
-                task=task,
-                model=self.model,
-                experience=self.experience,
-                sandbox=self.sandbox,
-                ablations=self.config.ablations,
-                max_steps=self.config.reflect_steps,
-            ),
-        )
-        score = traj.evaluation.score if traj.evaluation else 0.0
+        failed = Proposal(source=task.id, trajectory_ids=[traj.trajectory_id], status="failed")
+        if is_endpoint_error(traj):  # nothing about the scaffold to learn from
+            proposal = failed
+            proposal.errors.append(f"the rollout hit an endpoint error: {traj.outcome.error}")
+        else:
+            try:
+                proposal = self._cached(
+                    f"reflect-{scaffold.content_hash()[:16]}-{traj.trajectory_id}",
+                    lambda: reflect_on_run(
+                        traj,
+                        scaffold=scaffold,
+                        domain=self.domain,
+                        task=task,
+                        model=self.model,
+                        experience=self.experience,
+                        sandbox=self.sandbox,
+                        ablations=self.config.ablations,
+                        max_steps=self.config.reflect_steps,
+                        hidden_tasks=self.held_out,
+                    ),
+                )
+            except BudgetExceeded:
+                raise
+            except Exception as exc:  # one failing reflection is recorded; the batch goes on
+                proposal = failed
+                proposal.errors.append(f"the reflection failed: {type(exc).__name__}: {exc}")
+        score = traj.evaluation.score if traj.evaluation and not is_endpoint_error(traj) else None
         result = {
             "round": item["round"],
             "task_id": task.id,
             "trajectory_id": traj.trajectory_id,
-            "score": score,
+            "score": score,  # None: an endpoint error, no score
+            "error": traj.outcome.error if score is None else None,
             "started": began,
             "finished": time.time(),
         }
@@ -215,11 +260,13 @@ class EvolveLoop:
         self._check_limits()
         rnd = state["round"]
         scaffold = self.scaffolds.load(state["current"])
-        proposals = [Proposal(**r["proposal"]) for r in state.get("results", []) if r["round"] == rnd]
+        results = [r for r in state.get("results", []) if r["round"] == rnd]
+        proposals = [Proposal(**r["proposal"]) for r in results]
         proposals.sort(key=lambda p: p.source)  # fan-out order is not deterministic; the patch must be
         if self.config.ablations.no_synthesis:
             patch = apply_directly(proposals, scaffold=scaffold, sandbox=self.sandbox)
         else:
+            outcomes = {r["task_id"]: {"score": r["score"], "error": r.get("error")} for r in results}
             patch = self._cached(
                 f"synth-{rnd}-{scaffold.content_hash()[:16]}",
                 lambda: synthesize(
@@ -229,50 +276,90 @@ class EvolveLoop:
                     model=self.synthesis_model,
                     sandbox=self.sandbox,
                     size_budget=self.config.size_budget,
+                    outcomes=outcomes,
                 ),
             )
-        if patch.status == "ok":
-            runs = [self.experience.get(r["trajectory_id"]) for r in state["results"] if r["round"] == rnd]
-            patch.ops = memory_votes(scaffold, runs) + patch.ops
+        scored = [self.experience.get(r["trajectory_id"]) for r in results if r["score"] is not None]
+        votes = memory_votes(scaffold, scored)
+        if votes and patch.status in ("ok", "empty"):  # the counters move even when nothing else does
+            patch.ops = votes + patch.ops
+            patch.status = "ok"
         return {"patches": [{"round": rnd, **patch.model_dump(mode="json")}]}
 
     def gate(self, state: EvolveState) -> dict[str, Any]:
         rnd, parent = state["round"], state["current"]
         patch = next(p for p in reversed(state["patches"]) if p["round"] == rnd)
-        entry: dict[str, Any] = {"round": rnd + 1, "parent": parent, "accepted": False, "ops": patch["ops"]}
+        entry: dict[str, Any] = {
+            "round": rnd + 1,
+            "parent": parent,
+            "accepted": False,
+            "ops": patch["ops"],
+            "errors": [
+                f"{r['task_id']}: {e}"
+                for r in state.get("results", [])
+                if r["round"] == rnd and r["proposal"]["status"] == "failed"
+                for e in r["proposal"]["errors"]
+            ],
+        }
         if patch["status"] != "ok":
             entry["reason"] = "no usable proposal this round: " + (
                 "; ".join(patch["errors"]) or "nothing to change"
             )
             return {"round": rnd + 1, "history": [entry]}
         try:
-            info = self.scaffolds.apply(
-                parent,
-                patch["ops"],
-                rationale=patch["diagnosis"],
-                message=f"round {rnd + 1}",
-                sandbox=self.sandbox,
-            )
+            info = self._candidate(parent, patch, rnd)
         except Exception as exc:  # an invalid candidate is rejected, never a crash
             entry["reason"] = f"candidate failed validation: {type(exc).__name__}: {exc}"
             return {"round": rnd + 1, "history": [entry]}
         if info.ref == parent:
             entry["reason"] = "the patch did not change the scaffold"
             return {"round": rnd + 1, "history": [entry]}
-        scores = self.evaluate(self.scaffolds.load(info.ref))
-        verdict = paired_gate(state["current_val"], scores, tolerance=self.config.tolerance)
+        if all(op["op"] == "vote" for op in patch["ops"]):  # the agent never sees counters: nothing to test
+            self.scaffolds.set_head(info.ref, event="accepted")
+            entry |= {"ref": info.ref, "accepted": True, "reason": "counter votes only (no behaviour change)"}
+            return {"round": rnd + 1, "current": info.ref, "history": [entry]}
+        parent_scaffold, candidate = self.scaffolds.load(parent), self.scaffolds.load(info.ref)
+        parent_val, parent_errors = self.evaluate(parent_scaffold, rnd)  # this gate's seeds (cached if seen)
+        scores, errors = self.evaluate(candidate, rnd)
+        verdict = paired_gate(
+            parent_val,
+            scores,
+            min_improvement=self.config.min_improvement,
+            parent_size=scaffold_size(parent_scaffold),
+            candidate_size=scaffold_size(candidate),
+            seed=task_seed(self.config.seed, "gate", rnd),
+        )
         self.scaffolds.attach_scores(info.ref, scores, label="val", gate=verdict.to_dict())
+        entry["errors"] += [f"validation run of {parent} {e}" for e in parent_errors]
+        entry["errors"] += [f"validation run of {info.ref} {e}" for e in errors]
         entry |= {
             "ref": info.ref,
             "val": scores,
+            "parent_val": parent_val,
             "accepted": verdict.accepted,
             "reason": verdict.reason,
             "gate": verdict.to_dict(),
         }
-        if verdict.accepted:
-            return {"round": rnd + 1, "current": info.ref, "current_val": scores, "history": [entry]}
-        self.scaffolds.rollback(info.name, to=parent)
-        return {"round": rnd + 1, "history": [entry]}
+        if not verdict.accepted:
+            return {"round": rnd + 1, "history": [entry]}
+        self.scaffolds.set_head(info.ref, event="accepted")
+        return {"round": rnd + 1, "current": info.ref, "current_val": scores, "history": [entry]}
+
+    def _candidate(self, parent: str, patch: dict[str, Any], rnd: int) -> VersionInfo:
+        """The parent with the patch applied, committed without moving HEAD. A gate re-run after a kill
+        finds the version it committed before (same parent, same ops) instead of storing a twin."""
+        ops = ops_to_json(patch["ops"])
+        for info in self.scaffolds.log(parent.split("@", 1)[0]):
+            if info.parent == parent and info.ops == ops:
+                return info
+        return self.scaffolds.apply(
+            parent,
+            ops,
+            rationale=patch["diagnosis"],
+            message=f"round {rnd + 1}",
+            sandbox=self.sandbox,
+            set_head=False,  # HEAD moves only when the gate accepts
+        )
 
     def next_step(self, state: EvolveState) -> str:
         return "plan" if state["round"] < self.config.rounds else "finish"

@@ -1,6 +1,7 @@
 """System prompts of the ReCreate-Agent (instance reflection), batch synthesis and bootstrap.
 
-The "modification guidance" block is separate so the `no_guidance` ablation can drop it.
+The "modification guidance" block is separate so the `no_guidance` ablation can drop it; the edit-op
+reference (`with_ops_reference`) is the API itself, so every agent that writes ops gets it, in any ablation.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ How to write good edits:
   A tool reads one JSON argument from argv[1] and prints its result; it needs a smoke test.
 - Edit the system prompt with `replace_text` (a unique snippet) rather than rewriting it.
 - Fewer, sharper edits beat many vague ones. An empty ops list is a valid proposal for a clean run.
+"""
 
-Edit ops (JSON objects, field "op"):
+OPS_REFERENCE = """Edit ops (JSON objects, field "op"):
 {ops_reference}
 """
 
@@ -48,8 +50,10 @@ of the same domain agent. Merge them into ONE domain-level patch for the current
   use `vote` ops for rules where the evidence says so, and drop items that keep hurting;
 - keep the scaffold within its size budget: {size_budget}. Current size: {current_size} characters.
   Do not collapse it into a tiny prompt and do not let it grow without bound: merge or remove instead.
-You see every proposal in full, including tool code and memory items. Call `submit_patch` once with the
-ops, a rationale and the evidence (trajectory ids) of what you kept.
+You see every proposal in full, including tool code and memory items, and under "run" the score of the
+run it came from. A proposal with no ops is a clean run's "nothing to change": evidence that the current
+scaffold works there. Call `submit_patch` once with the ops, a rationale and the evidence (trajectory ids)
+of what you kept.
 
 Domain:
 {domain}
@@ -64,6 +68,10 @@ with edit ops on the seed.
 Domain:
 {domain}
 """
+
+
+def with_ops_reference(prompt: str) -> str:
+    return f"{prompt}\n{OPS_REFERENCE.format(ops_reference=ops_reference())}"
 
 
 def ops_reference() -> str:

@@ -7,6 +7,7 @@ proposal is never silently lost and a bad one never crashes the run.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from typing import Any, Literal
@@ -14,9 +15,8 @@ from typing import Any, Literal
 from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, Field
 
-from recreate.scaffold import Scaffold, parse_ops
+from recreate.scaffold import Scaffold, ops_json_schema, parse_ops
 from recreate.scaffold import apply as apply_ops
-from recreate.structured_tool import make_tool
 
 Cause = Literal["knowledge_gap", "strategy_gap", "missing_tool", "none", "other"]
 MAX_ATTEMPTS = 2  # the first failure is fed back; the second drops the proposal
@@ -29,8 +29,9 @@ class Proposal(BaseModel):
     diagnosis: str = ""
     ops: list[dict[str, Any]] = Field(default_factory=list)  # JSON of typed edit ops (already validated)
     evidence: list[str] = Field(default_factory=list)
-    status: Literal["ok", "empty", "dropped"] = "empty"
-    errors: list[str] = Field(default_factory=list)  # every rejected attempt, for the record
+    # failed: the meta-agent's run itself failed (an endpoint error), or the run it was to inspect did
+    status: Literal["ok", "empty", "dropped", "failed"] = "empty"
+    errors: list[str] = Field(default_factory=list)  # every rejected attempt or failure, for the record
 
 
 class ProposalBox:
@@ -88,6 +89,23 @@ class ProposalBox:
         return self.proposal
 
 
+def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, dict):
+        ref = node.get("$ref", "")
+        if ref.startswith("#/$defs/"):
+            return _inline_refs(defs[ref.removeprefix("#/$defs/")], defs)
+        return {k: _inline_refs(v, defs) for k, v in node.items() if k != "discriminator"}
+    if isinstance(node, list):
+        return [_inline_refs(v, defs) for v in node]
+    return node
+
+
+def _op_item_schema() -> dict[str, Any]:
+    """The JSON schema of one edit op, self-contained (a tool's argument schema cannot carry $defs)."""
+    schema = ops_json_schema()
+    return _inline_refs(schema["items"], schema.get("$defs", {}))
+
+
 class _ProposeArgs(BaseModel):
     ops: list[dict[str, Any]] = Field(description="Typed edit ops (JSON objects with an 'op' field).")
     diagnosis: str = Field(description="Why the run succeeded or failed, and why these edits help.")
@@ -95,10 +113,20 @@ class _ProposeArgs(BaseModel):
     evidence: list[str] = Field(default_factory=list, description="Trajectory ids supporting the edits.")
 
 
+@functools.cache
+def _propose_schema_text() -> str:
+    schema = _ProposeArgs.model_json_schema()
+    schema["properties"]["ops"]["items"] = _op_item_schema()
+    return json.dumps(schema)
+
+
 def propose_tool(box: ProposalBox, name: str = "propose") -> StructuredTool:
-    return make_tool(
-        box.submit,
+    """The submit tool. Its argument schema carries the edit ops' own JSON schema, so the model sees
+    every op's fields; the ops are parsed by `ProposalBox.submit`, so a malformed op comes back to the
+    model as a rejected attempt (with the reason) instead of failing the tool call."""
+    return StructuredTool.from_function(
+        func=box.submit,
         name=name,
         description="Record your proposal: typed scaffold edit ops with a diagnosis. Checked by a dry run.",
-        args=_ProposeArgs,
+        args_schema=json.loads(_propose_schema_text()),  # a fresh copy: LangChain pops keys from it
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import threading
+from collections.abc import Collection
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,7 @@ from pydantic import BaseModel, Field
 from recreate.domains.base import Domain, Task
 from recreate.experience.schema import Trajectory
 from recreate.experience.tools import experience_tools
-from recreate.optimizer.prompts import GUIDANCE, REFLECT, ops_reference
+from recreate.optimizer.prompts import GUIDANCE, REFLECT, with_ops_reference
 from recreate.optimizer.proposals import Proposal, ProposalBox, propose_tool
 from recreate.sandbox import SandboxSpec, Session, close_when_opened, open_soon
 from recreate.scaffold import Scaffold, Tool
@@ -55,10 +56,10 @@ class _TestToolArgs(BaseModel):
 class Ablations:
     """The paper's ablations: what the meta-agent is denied."""
 
-    no_trajectory: bool = False  # no access to the agent's steps (outcome + score only)
+    no_trajectory: bool = False  # no access to the agent's steps, by any tool (outcome + score only)
     no_environment: bool = False  # cannot re-open the task's sandbox
     no_eval_details: bool = False  # sees pass/fail and score, not the evaluator's feedback
-    no_guidance: bool = False  # no modification guidance in the prompt
+    no_guidance: bool = False  # no modification guidance in the prompt (the op reference stays)
     no_synthesis: bool = False  # instance proposals are applied directly
 
 
@@ -196,7 +197,9 @@ def reflect_on_run(
     sandbox: Any,
     ablations: Ablations = Ablations(),
     max_steps: int = 16,
+    hidden_tasks: Collection[str] = (),
 ) -> Proposal:
+    """`hidden_tasks`: held-out task ids whose runs the meta-agent must never see."""
     box = ProposalBox(scaffold, task.id, [traj.trajectory_id], sandbox=sandbox)
     env = TaskEnvironment(domain, task, sandbox)
     tools: list[BaseTool] = [view_scaffold_tool(scaffold), propose_tool(box)]
@@ -204,13 +207,15 @@ def reflect_on_run(
         experience,
         allow_trajectories=not ablations.no_trajectory,
         allow_evaluation=not ablations.no_eval_details,
+        hidden_tasks=hidden_tasks,
     )
     if not ablations.no_environment:
         tools += env.tools()
         env.open_soon()
     prompt = REFLECT.format(domain=domain.describe())
     if not ablations.no_guidance:
-        prompt += "\n" + GUIDANCE.format(ops_reference=ops_reference())
+        prompt += "\n" + GUIDANCE
+    prompt = with_ops_reference(prompt)
     agent = create_agent(model, tools, system_prompt=prompt, name="recreate_reflect")
     try:
         agent.invoke(

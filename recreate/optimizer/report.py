@@ -1,4 +1,6 @@
-"""The evolve report: scores per version, cost per role, edits per component, lineage with evidence."""
+"""The evolve report: scores per version with the gate's decision (improvement, its 95% interval, n),
+errors per round (endpoint errors, failed reflections), cost per role, edits per component, lineage with
+evidence."""
 
 from __future__ import annotations
 
@@ -85,7 +87,8 @@ def write_report(result: Any, out_dir: Path) -> Path:
     rows = "".join(
         f"<tr><td>{html.escape(str(h.get('ref', '—')))}</td><td>{h.get('round')}</td>"
         f"<td>{html.escape(str(h.get('parent') or ''))}</td><td>{'✔' if h.get('accepted') else '✘'}</td>"
-        f"<td>{_fmt(_mean(h.get('val')))}</td><td>{html.escape(h.get('reason', 'seed'))}</td></tr>"
+        f"<td>{_fmt(_mean(h.get('val')))}</td>{_gate_cells(h.get('gate'))}"
+        f"<td>{html.escape(h.get('reason', 'seed'))}</td><td>{_errors_cell(h.get('errors') or [])}</td></tr>"
         for h in history
     )
     cost_rows = "".join(
@@ -103,7 +106,7 @@ td,th{{border:1px solid #ccc;padding:4px 8px;font-size:14px}}
 <p>Final scaffold: <b>{html.escape(str(result.final))}</b> ({status})</p>
 <img src="scores.png"> <img src="cost_per_role.png"> <img src="edits_per_component.png">
 <h2>Versions</h2><table><tr><th>version</th><th>round</th><th>parent</th><th>accepted</th><th>val mean</th>
-<th>gate</th></tr>{rows}</table>
+<th>improvement</th><th>95% CI</th><th>n</th><th>gate</th><th>errors</th></tr>{rows}</table>
 <h2>Cost per role</h2><table><tr><th>role</th><th>calls</th><th>prompt tok</th><th>completion tok</th>
 <th>cost</th><th>unpriced calls</th></tr>{cost_rows}</table>
 <h2>Edits with rationale and evidence</h2>{lineage or "<p>(no edits)</p>"}
@@ -115,6 +118,22 @@ td,th{{border:1px solid #ccc;padding:4px 8px;font-size:14px}}
 
 def _fmt(x: float | None) -> str:
     return "—" if x is None else f"{x:.3f}"
+
+
+def _gate_cells(gate: dict[str, Any] | None) -> str:
+    if not gate:
+        return "<td>—</td><td>—</td><td>—</td>"
+    return (
+        f"<td>{gate['improvement']:+.3f}</td><td>[{gate['low']:+.3f}, {gate['high']:+.3f}]</td>"
+        f"<td>{gate['n']} ({gate['tasks']} tasks)</td>"
+    )
+
+
+def _errors_cell(errors: list[str]) -> str:
+    if not errors:
+        return "0"
+    items = "".join(f"<li>{html.escape(e[:300])}</li>" for e in errors)
+    return f"<details><summary>{len(errors)}</summary><ul>{items}</ul></details>"
 
 
 def _edit_html(h: dict[str, Any]) -> str:

@@ -1,8 +1,10 @@
 """Batch level: merge the instance proposals of a batch into one domain-level patch.
 
-The synthesis agent sees every proposal in full (ops incl. tool code and memory items), keeps what
-recurs and generalises, and must keep the scaffold inside a size budget. With the `no_synthesis`
-ablation the proposals are applied one after another instead, each all-or-nothing.
+The synthesis agent sees every proposal in full (ops incl. tool code and memory items) beside the score
+of the run it came from, keeps what recurs and generalises, and must keep the scaffold inside a size
+budget. A clean run's "nothing to change" is evidence too (that the current scaffold works there), so it
+is shown among the proposals. With the `no_synthesis` ablation the proposals are applied one after
+another instead, each all-or-nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from langgraph.errors import GraphRecursionError
 
-from recreate.optimizer.prompts import BOOTSTRAP, SYNTHESIZE
+from recreate.optimizer.prompts import BOOTSTRAP, SYNTHESIZE, with_ops_reference
 from recreate.optimizer.proposals import Proposal, ProposalBox, propose_tool
 from recreate.optimizer.reflect import view_scaffold_tool
 from recreate.scaffold import Scaffold, parse_ops
@@ -89,19 +91,33 @@ def synthesize(
     model: BaseChatModel,
     sandbox: Any = None,
     size_budget: SizeBudget = SizeBudget(),
+    outcomes: dict[str, dict[str, Any]] | None = None,
 ) -> Proposal:
+    """`outcomes`: per proposal source (task id), the score of the run it came from."""
     usable = [p for p in proposals if p.status == "ok"]
-    traj_ids = sorted({t for p in usable for t in p.trajectory_ids})
     if not usable:
-        return Proposal(source="synthesis", trajectory_ids=traj_ids, status="empty")
-    prompt = SYNTHESIZE.format(
-        domain=domain_text, size_budget=size_budget.describe(scaffold), current_size=scaffold_size(scaffold)
+        return Proposal(source="synthesis", status="empty")
+    shown = usable + [p for p in proposals if p.status == "empty" and not p.errors]  # + "nothing to change"
+    traj_ids = sorted({t for p in shown for t in p.trajectory_ids})
+    prompt = with_ops_reference(
+        SYNTHESIZE.format(
+            domain=domain_text,
+            size_budget=size_budget.describe(scaffold),
+            current_size=scaffold_size(scaffold),
+        )
     )
-    listing = json.dumps([p.model_dump(mode="json", exclude={"errors", "status"}) for p in usable], indent=1)
+    listing = json.dumps(
+        [
+            {"run": (outcomes or {}).get(p.source, {})}
+            | p.model_dump(mode="json", exclude={"errors", "status"})
+            for p in shown
+        ],
+        indent=1,
+    )
     return run_patch_agent(
         source="synthesis",
         system_prompt=prompt,
-        request=f"{len(usable)} proposals:\n{listing}",
+        request=f"{len(shown)} proposals:\n{listing}",
         scaffold=scaffold,
         model=model,
         trajectory_ids=traj_ids,
@@ -114,7 +130,7 @@ def bootstrap(scaffold: Scaffold, *, domain_text: str, model: BaseChatModel, san
     """Turn a minimal seed plus the domain description into v0."""
     return run_patch_agent(
         source="bootstrap",
-        system_prompt=BOOTSTRAP.format(domain=domain_text),
+        system_prompt=with_ops_reference(BOOTSTRAP.format(domain=domain_text)),
         request="Write v0 from this seed: view it, then call submit_patch.",
         scaffold=scaffold,
         model=model,

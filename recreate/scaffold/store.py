@@ -245,6 +245,14 @@ class ScaffoldStore:
             self._set_head(name, target.version, event="rollback", previous=head.ref)
         return target
 
+    def set_head(self, ref: str, event: str = "set_head") -> VersionInfo:
+        """Move the head to the version at `ref` (e.g. a candidate that passed the evolve gate)."""
+        target = self.resolve(ref)
+        with self._locked(target.name):
+            previous = self.head(target.name).ref
+            self._set_head(target.name, target.version, event=event, previous=previous)
+        return target
+
     def attach_scores(
         self, ref: str, scores: dict[str, float], label: str = "", **details: Any
     ) -> VersionInfo:

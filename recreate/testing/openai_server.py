@@ -27,6 +27,7 @@ class Reply:
     content: str | None = None
     tool_calls: list[dict[str, Any]] | None = None  # [{"name": ..., "arguments": dict | raw str}]
     status: int = 200  # non-200: an error response (429, 500, ...)
+    error: str | None = None  # the error response's message (default: "injected fault <status>")
     delay_s: float = 0.0  # latency before answering; longer than the client timeout = a timeout fault
     cost: float | None = None  # provider-reported cost in usage.cost
     cached_tokens: int = 0
@@ -234,7 +235,8 @@ def _make_handler(server: ScriptedOpenAIServer) -> type[BaseHTTPRequestHandler]:
             try:
                 time.sleep(server.latency_s + reply.delay_s)
                 if reply.status != 200:
-                    err = {"error": {"message": f"injected fault {reply.status}", "type": "server_error"}}
+                    message = reply.error or f"injected fault {reply.status}"
+                    err = {"error": {"message": message, "type": "server_error"}}
                     self._send(reply.status, json.dumps(err))
                 elif reply.raw_body is not None:
                     self._send(200, reply.raw_body)

@@ -8,6 +8,7 @@ import pytest
 
 from recreate.domains import get_domain
 from recreate.evaluation import RolloutCache, bootstrap_ci, run_task, run_tasks, summarize
+from recreate.evaluation.report import task_row
 from recreate.experience.store import ExperienceStore
 from recreate.models import Budget, BudgetExceeded, UsageLedger
 from tests.evaluation.conftest import EVALUATOR, EXAMPLE, MINIMAL, solver, write_tasks
@@ -34,7 +35,8 @@ def test_run_task_evaluates_in_a_fresh_sandbox_caches_and_stores(openai_server, 
     assert traj.outcome.exit_status == "submitted" and traj.seed == 3 and traj.run_id == "r1"
     assert traj.domain == "jsonl" and traj.task_id == "add-0"
     assert store.get(traj.trajectory_id).evaluation.passed
-    assert cache.get(traj.scaffold.hash, "add-0", 3).trajectory_id == traj.trajectory_id
+    key = traj.metadata["rollout_key"]
+    assert cache.get(traj.scaffold.hash, "add-0", 3, key).trajectory_id == traj.trajectory_id
 
     calls = len(openai_server.requests)
     again = run_task(MINIMAL, task, domain, model=model, sandbox=bwrap, seed=3, store=store, cache=cache)
@@ -102,3 +104,74 @@ def test_a_task_whose_files_cannot_be_prepared_scores_zero_with_the_reason(opena
                     sandbox=bwrap, cache=False)  # fmt: skip
     assert traj.outcome.exit_status == "error" and openai_server.requests == []
     assert traj.evaluation.score == 0 and "failed before the agent ran" in traj.evaluation.feedback
+
+
+def _idless_tasks(path, function: str, offset: int):
+    """A tasks file whose one line has no id (so its id is derived from the file's name and line)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    prompt = f"Write a Python function `{function}(x)` that returns x + {offset}."
+    row = {"task": prompt, "function": function, "tests": [[[1], 1 + offset]]}
+    path.write_text(json.dumps(row) + "\n")
+    return get_domain("jsonl", data=path, evaluator=EVALUATOR, evaluator_dir=EXAMPLE)
+
+
+def test_the_cache_key_names_the_task_content_not_only_its_id(openai_server, bwrap, tmp_path):
+    openai_server.responder = solver()
+    cache, model = RolloutCache(tmp_path / "rollouts"), f"scripted@{openai_server.url}"
+    first = _idless_tasks(tmp_path / "a" / "tasks.jsonl", "add_0", 0)
+    second = _idless_tasks(tmp_path / "b" / "tasks.jsonl", "add_5", 5)
+    task_a, task_b = first.tasks("all")[0], second.tasks("all")[0]
+    assert task_a.id == task_b.id  # same derived id, different tasks
+    a = run_task(MINIMAL, task_a, first, model=model, sandbox=bwrap, cache=cache, trajectory_dir=tmp_path)
+    calls = len(openai_server.requests)
+    b = run_task(MINIMAL, task_b, second, model=model, sandbox=bwrap, cache=cache, trajectory_dir=tmp_path)
+    assert len(openai_server.requests) > calls and b.trajectory_id != a.trajectory_id  # not a's result
+    assert "add_5" in b.outcome.submission and b.evaluation.passed
+
+    def judge(task, submission):
+        return {"score": 0.5, "feedback": "another evaluator"}
+
+    other_evaluator = get_domain("jsonl", data=tmp_path / "a" / "tasks.jsonl", evaluator=judge)
+    again = run_task(MINIMAL, task_a, other_evaluator, model=model, sandbox=bwrap, cache=cache)
+    assert again.trajectory_id != a.trajectory_id and again.evaluation.score == 0.5
+    assert (
+        run_task(MINIMAL, task_a, first, model=model, sandbox=bwrap, cache=cache).trajectory_id
+        == a.trajectory_id
+    )
+
+
+def test_an_endpoint_error_is_stored_but_not_scored_or_cached(openai_server, bwrap, domain, tmp_path):
+    from recreate.evaluation.errors import is_endpoint_error
+    from recreate.testing import Reply
+
+    openai_server.responder = lambda body: Reply(status=400)
+    store = ExperienceStore(tmp_path / "experience", index=False)
+    cache, model = RolloutCache(tmp_path / "rollouts"), f"scripted@{openai_server.url}"
+    task = domain.tasks("all")[0]
+    failed = run_task(MINIMAL, task, domain, model=model, sandbox=bwrap, cache=cache, store=store)
+    assert failed.outcome.exit_status == "error" and failed.evaluation is None and is_endpoint_error(failed)
+    assert store.get(failed.trajectory_id).metadata["rollout_error"] == "endpoint"  # on record
+    assert not list(cache.root.rglob("*.json"))  # not a result
+    summary = summarize([failed])
+    assert summary.endpoint_errors == 1 and summary.rollouts == 0  # not a score of 0
+    assert task_row(failed)["endpoint_error"]
+
+    openai_server.responder = solver()
+    retried = run_task(MINIMAL, task, domain, model=model, sandbox=bwrap, cache=cache)
+    assert retried.evaluation.passed  # the next attempt runs it again
+
+
+def test_a_prompt_overflowing_the_context_is_the_scaffolds_failure(openai_server, bwrap, domain, tmp_path):
+    from recreate.testing import Reply
+
+    overflow = "This model's maximum context length is 2048 tokens. However, you requested 9000 tokens."
+    openai_server.responder = lambda body: Reply(status=400, error=overflow)
+    cache = RolloutCache(tmp_path / "rollouts")
+    traj = run_task(MINIMAL, domain.tasks("all")[0], domain, model=f"scripted@{openai_server.url}",
+                    sandbox=bwrap, cache=cache)  # fmt: skip
+    assert traj.evaluation.score == 0 and traj.metadata["rollout_error"] == "scaffold"
+    assert (
+        traj.evaluation.feedback.startswith("scaffold failure")
+        and "maximum context length" in traj.evaluation.feedback
+    )
+    assert len(list(cache.root.rglob("*.json"))) == 1  # a result like any other

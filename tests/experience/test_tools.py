@@ -50,3 +50,68 @@ def test_hidden_evaluation_keeps_the_verdict_but_not_the_feedback(store: Experie
     assert "failed" in summary and "wrong output" not in summary
     assert "not available" in tools["read_trajectory"].invoke({"trajectory_id": "t-1", "view": "evaluation"})
     assert "not available" in tools["search_experience"].invoke({"query": "x", "scope": "summaries"})
+
+
+SECRET = ("val-secret", "SECRETPROMPT", "GOLD-ANSWER-42")  # a held-out task's id, prompt, answer/feedback
+
+
+def _held_out_store(store: ExperienceStore) -> list[str]:
+    """Train runs beside held-out runs whose prompt, steps and feedback carry the secrets; returns the
+    held-out trajectory ids."""
+    runs, hidden = [], []
+    for i in range(3):
+        runs.append(make_trajectory(f"t-train-{i}", task_id=f"train-{i}", passed=i != 0))
+        val = make_trajectory(
+            f"t-val-{i}",
+            task_id=f"val-secret-{i}",
+            passed=False,
+            task_text="SECRETPROMPT: print the answer",
+            steps=[bash_step(0, "python solve.py", stdout="GOLD-ANSWER-42", exit_code=1)],
+        )
+        val.evaluation.feedback = "expected GOLD-ANSWER-42"
+        runs.append(val)
+        hidden.append(val.trajectory_id)
+    store.ingest(runs)
+    store.add_memory(
+        [{"id": "m-leak", "title": "the answer", "content": "GOLD-ANSWER-42", "evidence": hidden}]
+    )
+    store.add_memory([{"id": "m-ok", "title": "primes", "content": "sum the first primes", "evidence": []}])
+    return hidden
+
+
+def test_no_tool_call_returns_a_held_out_task(store: ExperienceStore) -> None:
+    hidden_runs = _held_out_store(store)
+    held_out = {f"val-secret-{i}" for i in range(3)}
+    tools = _tools(store, hidden_tasks=held_out)
+    filters: list[dict] = [
+        {},
+        {"task_id": "val-secret-0"},
+        {"outcome": "failed"},
+        {"run_id": "run-1"},
+        {"domain": "ds1000"},
+        {"exit_status": "submitted"},
+    ]
+    replies = []
+    for f in filters:
+        replies.append(tools["list_experiences"].invoke({"filters": f}))
+        for scope in ("steps", "summaries"):
+            for query in ("GOLD-ANSWER-42", "SECRETPROMPT print the answer", "expected answer"):
+                replies.append(
+                    tools["search_experience"].invoke({"query": query, "scope": scope, "filters": f, "k": 50})
+                )
+    for query in ("GOLD-ANSWER-42", "the answer"):
+        replies.append(tools["search_experience"].invoke({"query": query, "scope": "memory", "k": 50}))
+    for run in hidden_runs:
+        for view in ("index", "summary", "steps(0,5)", "window(0,3)", "failures", "submission", "evaluation"):
+            replies.append(tools["read_trajectory"].invoke({"trajectory_id": run, "view": view}))
+        replies.append(tools["compare"].invoke({"trajectory_ids": [run, "t-train-1"]}))
+    for reply in replies:
+        assert not any(secret in reply for secret in SECRET), reply
+
+    # the training runs stay fully visible, and a search still fills its k from them
+    assert "t-train-0" in tools["list_experiences"].invoke({"filters": {}})
+    steps = tools["search_experience"].invoke({"query": "GOLD-ANSWER-42", "scope": "steps", "k": 5})
+    assert steps.count("t-train-") == 5
+    assert "m-ok" in tools["search_experience"].invoke({"query": "the answer", "scope": "memory"})
+    # without held-out tasks (what the tools did before), the same calls show them
+    assert "val-secret" in _tools(store)["list_experiences"].invoke({"filters": {}})

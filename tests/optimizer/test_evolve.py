@@ -69,7 +69,9 @@ def test_evolve_accepts_a_fix_and_rejects_a_regression(recreate_home, openai_ser
     assert any("env-ok" in t and "exit=0" in t for t in tool_replies)  # the re-opened task environment works
     assert any(t.startswith("exit=0") and "abc" in t for t in tool_replies)  # test_tool ran the candidate
     catalog = opt.experience.list()
-    assert len(catalog) == 3 * 3 + 3 * 2  # val runs of three versions + train runs of two rounds
+    # val runs: v0 at gate 1's seeds, v1 against it, then v1 re-scored on gate 2's fresh seeds and v2;
+    # train runs of two rounds
+    assert len(catalog) == 3 * 4 + 3 * 2
     report = write_report(result, result.run_dir / "report")
     assert "lowercase" in report.read_text() and (result.run_dir / "report" / "scores.png").stat().st_size > 0
 
@@ -150,7 +152,7 @@ def test_a_rollout_cached_but_not_stored_before_a_kill_is_stored_on_resume(
     recreate_home, openai_server, domain
 ):
     from recreate.evaluation import RolloutCache, Rollouts
-    from recreate.optimizer.loop import task_seed
+    from recreate.optimizer.loop import val_seed
     from recreate.scaffold import load_scaffold
 
     openai_server.responder = responder
@@ -164,9 +166,7 @@ def test_a_rollout_cached_but_not_stored_before_a_kill_is_stored_on_resume(
         store=None,
         cache=RolloutCache(recreate_home / "rollouts"),
     )
-    orphan = cached_only.run(
-        val[0], task_seed(0, "val", val[0].id)
-    )  # the kill window: cache.put, no store.add
+    orphan = cached_only.run(val[0], val_seed(0, 0, val[0].id, 0))  # the kill window: cache.put, no store.add
     opt = optimizer(recreate_home, openai_server.url, rounds=1)
     result = opt.optimize(seed=SEED, domain=domain, trainset=domain.tasks("train"), valset=val)
     assert result.finished

@@ -116,7 +116,8 @@ def test_kill9_at_several_points_then_resume_reaches_the_same_scaffold(recreate_
     # no finished rollout was paid twice: one stored trajectory per (scaffold, task, seed)
     store = ExperienceStore(home / "experience", embedding="hash")
     keys = [(e.scaffold_hash, e.task_id, store.get(e.id).seed) for e in store.list()]
-    assert len(keys) == len(set(keys)) == len(reference.history) * 3 + 2 * 3
+    # validation: each version once, plus the parent re-scored on the second gate's fresh seeds; training
+    assert len(keys) == len(set(keys)) == (len(reference.history) + 1) * 3 + 2 * 3
 
 
 def test_endpoint_faults_are_retried_to_the_same_result(recreate_home):

@@ -14,6 +14,7 @@ from recreate.optimizer.proposals import Proposal
 from recreate.optimizer.reflect import Ablations, reflect_on_run
 from recreate.scaffold import load_scaffold
 from recreate.testing import text, tool_call
+from tests.experience.factory import bash_step
 from tests.optimizer.script import EVALUATOR, GOOD_OPS, WORDS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,6 +69,7 @@ def test_ablations_change_what_the_meta_agent_sees(run, openai_server, ablations
     assert present <= tools and not absent & tools
     system, brief = first["messages"][0]["content"], first["messages"][1]["content"]
     assert ("How to write good edits" in system) is not ablations.no_guidance
+    assert '"op": "add_rule"' in system  # the op reference is the API: no ablation takes it away
     assert (FEEDBACK in brief) is not ablations.no_eval_details
     assert "score=0.0" in brief  # the outcome itself is always visible
 
@@ -84,3 +86,28 @@ def test_no_eval_details_hides_feedback_from_the_inspection_tools(run, openai_se
     view = next(m["content"] for m in openai_server.requests[1]["messages"] if m["role"] == "tool")
     assert ("must match exactly" in view) is not hidden
     assert ("not available" in view) is hidden
+
+
+def test_no_trajectory_also_closes_step_search(run, openai_server):
+    traj, store = run
+    step = traj.model_copy(
+        update={
+            "trajectory_id": "t-steps",
+            "steps": [bash_step(0, "cat secret_step_output.txt", stdout="STEP-CONTENT-XYZ")],
+        }
+    )
+    store.add(step)
+    openai_server.enqueue(
+        tool_call("search_experience", {"query": "STEP-CONTENT-XYZ cat", "scope": "steps"}),
+        tool_call("search_experience", {"query": "STEP-CONTENT-XYZ cat", "scope": "summaries"}),
+        tool_call("propose", {"ops": [], "diagnosis": "nothing", "cause": "none"}),
+        text("done"),
+    )
+    _reflect(traj, store, openai_server.url, Ablations(no_trajectory=True))
+    first = openai_server.requests[0]
+    search = next(t for t in first["tools"] if t["function"]["name"] == "search_experience")
+    assert "steps" not in search["function"]["parameters"]["properties"]["scope"]["description"]
+    replies = [m["content"] for m in openai_server.requests[-1]["messages"] if m["role"] == "tool"]
+    assert "not available" in replies[0] and "STEP-CONTENT-XYZ" not in replies[0]
+    assert "t-steps" in replies[1] or traj.trajectory_id in replies[1]  # run-level search still works
+    assert not any("STEP-CONTENT-XYZ" in r for r in replies)

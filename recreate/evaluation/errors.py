@@ -1,0 +1,73 @@
+"""Why a rollout ended in an error: the endpoint's fault or the scaffold's.
+
+A model call that fails (a 5xx after the client's retries, a 400, a timeout, a dropped connection) says
+nothing about the scaffold: such a run is an *endpoint error*. It is stored for the record but never
+evaluated, never cached as a result and never scored, so the next attempt (or a resume) runs it again.
+A context overflow is different: the scaffold's own prompt did not fit, which is the scaffold's failure
+and is scored as one, with the reason in the feedback.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from recreate.experience.schema import Trajectory
+
+FailureKind = Literal["endpoint", "scaffold"]
+ERROR_KEY = "rollout_error"  # trajectory metadata: the FailureKind of a run that ended in an error
+
+# exception class names of the model clients (the agent records errors as "Type: message"): the OpenAI
+# SDK's, LangChain's wrappers of them (OpenAI*, Model*Error) and httpx's
+_CLIENT_PREFIXES = ("OpenAI", "Model", "Anthropic")
+_ENDPOINT_ERRORS = frozenset(
+    {
+        "APIError",
+        "APIStatusError",
+        "APIConnectionError",
+        "APITimeoutError",
+        "APIResponseValidationError",
+        "BadRequestError",
+        "AuthenticationError",
+        "PermissionDeniedError",
+        "NotFoundError",
+        "ConflictError",
+        "UnprocessableEntityError",
+        "RateLimitError",
+        "InternalServerError",
+        "ConnectError",
+        "ConnectTimeout",
+        "ReadTimeout",
+        "ReadError",
+        "RemoteProtocolError",
+        "TimeoutException",
+    }
+)
+_CONTEXT_OVERFLOW = re.compile(
+    r"context[ _-]?length|context[ _-]?window|maximum context|context_length_exceeded|prompt is too long"
+    r"|too many (input )?tokens|exceeds? the (model's )?(maximum )?context",
+    re.IGNORECASE,
+)
+
+
+def classify_failure(error: str | None) -> FailureKind | None:
+    """`"endpoint"` for a failed model call, `"scaffold"` for a prompt the model's context cannot hold,
+    None for anything else (the run's own failure: scored as usual)."""
+    if not error:
+        return None
+    if _CONTEXT_OVERFLOW.search(error):
+        return "scaffold"
+    name = error.split(":", 1)[0].strip().rsplit(".", 1)[-1]
+    client = name.startswith(_CLIENT_PREFIXES) and name.endswith("Error")
+    return "endpoint" if client or name in _ENDPOINT_ERRORS else None
+
+
+def failure_kind(traj: Trajectory) -> FailureKind | None:
+    if traj.outcome.exit_status != "error":
+        return None
+    return classify_failure(traj.outcome.error)
+
+
+def is_endpoint_error(traj: Trajectory) -> bool:
+    """A stored run whose model call failed: not a score of its scaffold."""
+    return traj.metadata.get(ERROR_KEY) == "endpoint"
