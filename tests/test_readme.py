@@ -1,4 +1,5 @@
-"""README.md runs as written: every ```bash and ```python block, in order, in one fresh workspace.
+"""README.md runs as written (and so do examples/*/README.md): every ```bash and ```python block, in
+order, in one fresh workspace.
 
 The workspace is a temporary folder holding copies of `examples/` and `scaffolds/` and a `.venv` link to
 the running venv (so `source .venv/bin/activate` works as the README says); `.recreate/` in it is the
@@ -30,7 +31,7 @@ from recreate.testing import ScriptedOpenAIServer
 from recreate.testing.behaviours import loop_responder
 
 REPO = Path(__file__).resolve().parents[1]
-README = REPO / "README.md"
+DOCS = [REPO / "README.md", *sorted((REPO / "examples").glob("*/README.md"))]
 COPIED = ("examples", "scaffolds")
 MAX_SKIPPED = 4
 _FENCE = re.compile(r"^```(bash|python)[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
@@ -42,17 +43,17 @@ _SETTINGS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "RECREATE_MODEL", "RECREATE_OP
 class Block:
     language: str
     code: str
-    line: int  # of the opening fence in README.md
+    where: str  # file:line of the opening fence
     skip: str | None  # the marker's reason
 
 
-def readme_blocks(text: str) -> list[Block]:
+def readme_blocks(text: str, source: str = "README.md") -> list[Block]:
     blocks = []
     for match in _FENCE.finditer(text):
         before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
         skip = _SKIP.search(before)
         line = text.count("\n", 0, match.start()) + 1
-        blocks.append(Block(match[1], match[2], line, skip[1] if skip else None))
+        blocks.append(Block(match[1], match[2], f"{source}:{line}", skip[1] if skip else None))
     return blocks
 
 
@@ -74,7 +75,7 @@ def shell_script(block: Block) -> str:
     """One shell running the block's commands in turn; the first to fail stops it and is named."""
     lines = ["set -u -o pipefail"]
     for command in shell_commands(block.code):
-        where = shlex.quote(f"README.md:{block.line}: `{command}`")
+        where = shlex.quote(f"{block.where}: `{command}`")
         lines += [
             f"echo {shlex.quote('$ ' + command)}",
             command,
@@ -83,12 +84,16 @@ def shell_script(block: Block) -> str:
     return "\n".join(lines) + "\n"
 
 
-BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
+BLOCKS = [
+    block
+    for doc in DOCS
+    for block in readme_blocks(doc.read_text(encoding="utf-8"), str(doc.relative_to(REPO)))
+]
 
 
 def test_readme_blocks_are_found_and_few_are_skipped() -> None:
     assert {b.language for b in BLOCKS} == {"bash", "python"}
-    skipped = [f"README.md:{b.line} ({b.skip})" for b in BLOCKS if b.skip]
+    skipped = [f"{b.where} ({b.skip})" for b in BLOCKS if b.skip]
     assert len(skipped) <= MAX_SKIPPED, f"too many README blocks skipped: {skipped}"
 
 
@@ -132,7 +137,7 @@ def readme_env(workspace: Path, endpoint: str) -> dict[str, str]:
 
 
 @pytest.mark.bwrap
-@pytest.mark.parametrize("block", BLOCKS, ids=[f"{b.language}-line{b.line}" for b in BLOCKS])
+@pytest.mark.parametrize("block", BLOCKS, ids=[b.where for b in BLOCKS])
 def test_readme_block_runs_as_written(
     block: Block, workspace: Path, endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -154,4 +159,4 @@ def test_readme_block_runs_as_written(
         monkeypatch.setenv(key, env[key])
     script = types.ModuleType("__readme__")  # registered, as a script's __main__ is: type hints resolve
     monkeypatch.setitem(sys.modules, script.__name__, script)
-    exec(compile(block.code, f"README.md:{block.line}", "exec"), script.__dict__)
+    exec(compile(block.code, block.where, "exec"), script.__dict__)
