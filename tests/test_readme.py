@@ -109,6 +109,14 @@ def test_a_broken_block_fails_and_names_its_command(tmp_path: Path) -> None:
     assert marked[0].skip == "needs a GPU"
 
 
+def test_what_the_examples_leave_in_the_checkout_is_ignored() -> None:
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    left = ["app.sqlite", ".langgraph_api/store.pckl", ".recreate/runs/first/report/report.html"]
+    done = subprocess.run(["git", "check-ignore", *left], cwd=REPO, capture_output=True, text=True)
+    assert done.stdout.split() == left
+
+
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[str]:
     with ScriptedOpenAIServer(loop_responder()) as server:
