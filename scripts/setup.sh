@@ -11,4 +11,5 @@ if [ ! -f "$stamp" ]; then
   { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e ".[$extras]"; } \
     > .venv/install.log 2>&1 || { tail -n 40 .venv/install.log >&2; exit 1; }
   touch "$stamp"
+  echo "installed; \`source .venv/bin/activate\` puts recreate and tapo on your PATH" >&2
 fi

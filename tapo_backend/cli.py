@@ -59,6 +59,9 @@ def train(
     lr: float = typer.Option(None, "--lr", help="Learning rate."),
 ) -> None:
     """Train MODEL on the trajectories under LOGS."""
+    from tapo_backend.hub import check_model_available
+
+    check_model_available(model)  # before the training stack loads: offline, say so at once
     from tapo_backend.config import load_config
     from tapo_backend.data import DataError, build_dataset
 

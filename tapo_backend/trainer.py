@@ -26,6 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from tapo_backend.config import ConfigError, TrainConfig
 from tapo_backend.data import DataError, Dataset, Example, build_dataset, collate, pad_ids
+from tapo_backend.hub import check_model_available
 from tapo_backend.losses import compute_policy_loss, loss_normalizer
 
 
@@ -43,6 +44,7 @@ class TrainResult:
 def load_tokenizer(model: str) -> Any:
     from transformers import AutoTokenizer
 
+    check_model_available(model)
     tokenizer = AutoTokenizer.from_pretrained(model)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -68,11 +68,13 @@ class ScriptedOpenAIServer:
         fault_rate: float = 0.0,
         fault_seed: int = 0,
         model: str = "scripted",
+        port: int = 0,  # 0: any free port
     ):
         self.responder = responder
         self.latency_s = latency_s
         self.fault_rate = fault_rate
         self.model = model
+        self.port = port
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.faults_served = 0
@@ -91,7 +93,7 @@ class ScriptedOpenAIServer:
             self._queue.extend(replies)
 
     def start(self) -> ScriptedOpenAIServer:
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), _make_handler(self))
         self._httpd.daemon_threads = True
         threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
         return self

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -97,7 +98,7 @@ def test_missing_model_is_exit_2(monkeypatch, capsys, recreate_home, write_logs)
     code, _, err = run_tapo(
         monkeypatch, capsys, "train", "--logs", str(logs), "--model", "./no-such-model-dir"
     )
-    assert code == 2 and err.startswith("error: ")
+    assert code == 2 and err.startswith("error: ") and "no such model directory" in err
 
 
 @pytest.mark.slow
@@ -187,3 +188,26 @@ def test_serve_print_command_and_merge_errors(monkeypatch, capsys, tmp_path) -> 
     ]
     code, _, err = run_tapo(monkeypatch, capsys, "merge", str(tmp_path), str(tmp_path / "out"))
     assert code == 2 and "not a LoRA adapter" in err
+
+
+def test_a_hub_model_offline_fails_at_once_in_one_line(
+    monkeypatch, capsys, recreate_home, write_logs, tmp_path
+) -> None:
+    from huggingface_hub import constants
+
+    logs = write_logs(tasks=2, per_answer=1)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    started = time.monotonic()
+    code, _, err = run_tapo(
+        monkeypatch, capsys, "train", "--logs", str(logs), "--model", "Qwen/Qwen3-0.6B", "--dry-run"
+    )
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "not in the Hugging Face cache" in err and "HF_HUB_OFFLINE" in err
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", "https://hub.invalid")  # no network: DNS fails
+    code, _, err = run_tapo(
+        monkeypatch, capsys, "train", "--logs", str(logs), "--model", "Qwen/Qwen3-0.6B", "--dry-run"
+    )
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "hub.invalid is unreachable" in err
+    assert time.monotonic() - started < 15  # transformers' own retries took 60-80 s here
