@@ -47,6 +47,7 @@ class TrainConfig:
     drop_zero_variance: bool = True
     recompute_old_logprobs: bool = False  # True: old = the model's at each iteration, logged ones feed TIS
     max_length: int | None = None  # tokens per trajectory; longer ones are cut (their tail is not trained)
+    temperature: float = 1.0  # the logs' sampling temperature: the policy trained is softmax(logits / T)
     lr: float = 1e-6
     weight_decay: float = 0.0
     warmup_steps: int = 0
@@ -82,6 +83,8 @@ class TrainConfig:
         for name in ("micro_batch_size", "grad_accumulation", "epochs", "min_group_size", "log_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.temperature <= 0:
+            raise ConfigError(f"temperature must be > 0, got {self.temperature}")
         if self.lr <= 0:
             raise ConfigError(f"lr must be > 0, got {self.lr}")
         if self.max_steps is not None and self.max_steps < 1:

@@ -77,9 +77,14 @@ def load_model(model: str, config: TrainConfig) -> torch.nn.Module:
 
 
 def token_logprobs(
-    model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int = 0
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    start: int = 0,
+    temperature: float = 1.0,
 ) -> torch.Tensor:
-    """[B, T-1] float32: log p(input_ids[:, t+1] | input_ids[:, :t+1]), 0 before position `start`.
+    """[B, T-1] float32: log p(input_ids[:, t+1] | input_ids[:, :t+1]), 0 before position `start`,
+    with p = softmax(logits / temperature): the distribution the logged tokens were sampled from.
 
     Logits are only made from `start` on (the shared prompt before the first model token needs none),
     and the float32 log-softmax is taken one row at a time to bound the peak memory.
@@ -89,7 +94,7 @@ def token_logprobs(
     targets = input_ids[:, start + 1 :]
     rows = []
     for row_logits, row_targets in zip(logits[:, :-1], targets, strict=True):
-        row_logits = row_logits.float()
+        row_logits = row_logits.float() / temperature
         picked = row_logits.gather(-1, row_targets.unsqueeze(-1)).squeeze(-1)
         rows.append(picked - torch.logsumexp(row_logits, dim=-1))
     return torch.nn.functional.pad(torch.stack(rows), (start, 0))
@@ -109,6 +114,7 @@ def fill_logprobs(
     attr: str,
     batch_size: int,
     pad_id: int,
+    temperature: float = 1.0,
 ) -> None:
     """Set `example.<attr>` (position-aligned, like the logged ones) from the model as it is now."""
     was_training = model.training
@@ -119,7 +125,11 @@ def fill_logprobs(
         start = min(e.mask.index(1) for e in chunk) - 1  # model tokens are scored from here on
         with accelerator.autocast():
             lps = token_logprobs(
-                model, input_ids.to(accelerator.device), attention_mask.to(accelerator.device), start
+                model,
+                input_ids.to(accelerator.device),
+                attention_mask.to(accelerator.device),
+                start,
+                temperature,
             )
         for example, row in zip(chunk, lps.cpu().tolist(), strict=True):
             setattr(example, attr, [0.0, *row[: len(example.input_ids) - 1]])
@@ -161,7 +171,7 @@ def accumulate_gradients(
         last = index == len(chunks) - 1
         with nullcontext() if last else accelerator.no_sync(model), accelerator.autocast():
             start = first_model_position(batch.mask)
-            logprobs = token_logprobs(model, batch.input_ids, batch.attention_mask, start)
+            logprobs = token_logprobs(model, batch.input_ids, batch.attention_mask, start, config.temperature)
             loss, metrics = compute_policy_loss(
                 config.algo,
                 logprobs,
@@ -275,7 +285,9 @@ def train(
     if checkpoint is not None:
         step = load_checkpoint(accelerator, checkpoint, examples)
     elif config.loss.get("kl_coef", 0) > 0:  # the reference is the model before any update
-        fill_logprobs(accelerator, policy, examples, "ref_logprobs", config.micro_batch_size, pad_id)
+        fill_logprobs(
+            accelerator, policy, examples, "ref_logprobs", config.micro_batch_size, pad_id, config.temperature
+        )
 
     if accelerator.is_main_process:
         output_dir.mkdir(parents=True, exist_ok=True)
@@ -302,7 +314,13 @@ def train(
                     e for e in examples if e.behaviour_logprobs is None or config.recompute_old_logprobs
                 ]
                 fill_logprobs(
-                    accelerator, policy, missing, "iteration_logprobs", config.micro_batch_size, pad_id
+                    accelerator,
+                    policy,
+                    missing,
+                    "iteration_logprobs",
+                    config.micro_batch_size,
+                    pad_id,
+                    config.temperature,
                 )
             order = list(range(len(examples)))
             random.Random(config.seed * 100_003 + epoch).shuffle(order)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import subprocess
 import time
 from pathlib import Path
@@ -67,13 +68,21 @@ def _token_ids_and_logprobs(message: AIMessage) -> tuple[list[int] | None, list[
     content = ((message.response_metadata or {}).get("logprobs") or {}).get("content") or []
     if not content:
         return None, None
-    logprobs = [float(entry["logprob"]) for entry in content]
+    logprobs = [_logprob(entry) for entry in content]
     if all(isinstance(entry.get("id"), int) for entry in content):  # llama.cpp sends the ids beside
         return [int(entry["id"]) for entry in content], logprobs
     tokens = [str(entry.get("token", "")) for entry in content]
     if all(t.startswith("token_id:") for t in tokens):
         return [int(t.split(":", 1)[1]) for t in tokens], logprobs
     return None, logprobs
+
+
+def _logprob(entry: dict[str, Any]) -> float:
+    """The sampled token's log-probability. llama.cpp asked for `post_sampling_probs` sends `prob`
+    under the distribution it sampled from (temperature applied) instead of the raw `logprob`."""
+    if entry.get("logprob") is None and entry.get("prob") is not None:
+        return math.log(max(float(entry["prob"]), 1e-45))
+    return float(entry["logprob"])
 
 
 def usage_of(message: AIMessage, model_name: str, prices: dict | None = None) -> Usage:

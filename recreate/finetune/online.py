@@ -30,8 +30,11 @@ from recreate.finetune.policy import ServedPolicy
 from recreate.local import ServerInfo
 from recreate.scaffold import Scaffold
 
-RL_SAMPLING = {"temperature": 1.0, "top_p": 1.0}
-RL_SAMPLING_EXTRA = {"top_k": 0, "min_p": 0.0}  # llama.cpp truncates by default (top-k 40, min-p 0.05)
+RL_TEMPERATURE = 0.7
+# No truncation (llama.cpp's defaults are top-k 40, top-p 0.95, min-p 0.05): the trainer's policy is
+# softmax(logits / T) over the whole vocabulary. `post_sampling_probs` makes llama.cpp return each
+# sampled token's probability under that distribution (its plain `logprob` is the T=1 one).
+RL_SAMPLING_EXTRA = {"top_k": 0, "min_p": 0.0, "post_sampling_probs": True}
 
 
 @dataclass
@@ -72,8 +75,9 @@ def rl_chat_model(server: ServerInfo, max_tokens: int) -> Any:
     from recreate.models import make_chat_model
 
     return make_chat_model(
-        server.spec, **RL_SAMPLING, max_tokens=max_tokens, logprobs=True, extra_body=dict(RL_SAMPLING_EXTRA)
-    )
+        server.spec, temperature=RL_TEMPERATURE, top_p=1.0, max_tokens=max_tokens, logprobs=True,
+        extra_body=dict(RL_SAMPLING_EXTRA),
+    )  # fmt: skip
 
 
 def run_rollouts(
@@ -139,7 +143,7 @@ def logprob_mismatch(dataset: Any, model_dir: Path, fresh_ids: set[str], limit: 
     with torch.no_grad():
         for example in fresh:
             ids = torch.tensor([example.input_ids])
-            mine = token_logprobs(model, ids, torch.ones_like(ids))[0].tolist()
+            mine = token_logprobs(model, ids, torch.ones_like(ids), temperature=RL_TEMPERATURE)[0].tolist()
             for t in range(1, len(example.input_ids)):
                 if example.mask[t]:
                     gaps.append(abs(mine[t - 1] - example.behaviour_logprobs[t]))
@@ -154,6 +158,7 @@ def _train_config(config: OnlineConfig, output_dir: Path, iteration: int) -> Any
         max_steps=config.steps_per_iteration,
         micro_batch_size=config.micro_batch_size, max_length=config.max_length,
         lora=LoraSettings(r=config.lora_r, alpha=2 * config.lora_r), seed=config.seed + iteration,
+        temperature=RL_TEMPERATURE,
         output_dir=str(output_dir), run_name=output_dir.name,
     )  # fmt: skip
 

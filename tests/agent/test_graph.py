@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sqlite3
@@ -241,3 +242,15 @@ def test_a_run_killed_with_sigkill_is_recoverable_from_its_step_log(bwrap, tmp_p
     assert traj.task_id == "count" and traj.outcome.exit_status == "interrupted"
     assert [s.observation.stdout for s in traj.steps] == ["one\n", "two\n"]
     assert [m["role"] for m in traj.messages] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+
+
+def test_post_sampling_probabilities_are_recorded_as_log_probs():
+    from langchain_core.messages import AIMessage
+
+    from recreate.agent.recorder import step_record
+
+    logprobs = {"content": [{"id": 7, "token": "a", "logprob": None, "prob": 0.5},
+                            {"id": 9, "token": "b", "logprob": None, "prob": 1.0}]}  # fmt: skip
+    step = step_record(0, AIMessage("ab", response_metadata={"logprobs": logprobs}), 1, "", "m")
+    assert step.token_ids == [7, 9]
+    assert step.logprobs == pytest.approx([math.log(0.5), 0.0])

@@ -9,7 +9,7 @@ import pytest
 import torch
 from accelerate import Accelerator
 
-from tapo_backend.config import LoraSettings, TrainConfig
+from tapo_backend.config import ConfigError, LoraSettings, TrainConfig
 from tapo_backend.data import build_dataset
 from tapo_backend.trainer import accumulate_gradients, fill_logprobs, load_model, token_logprobs, train
 
@@ -236,3 +236,27 @@ def test_two_processes_under_accelerate_launch_match_one(tmp_path, tiny_model_di
     assert [r["grad_norm"] for r in records] == pytest.approx(
         [r["grad_norm"] for r in single_records], rel=1e-5
     )
+
+
+def test_token_logprobs_score_the_tempered_distribution_the_logs_were_sampled_from(tiny_model_dir):
+    from transformers import AutoModelForCausalLM
+
+    from tapo_backend.trainer import token_logprobs
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    ids = torch.tensor([[1, 5, 9, 3, 7, 2]])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, :-1].float()
+        for temperature in (1.0, 0.7):
+            expected = torch.log_softmax(logits / temperature, -1).gather(1, ids[0, 1:, None]).squeeze(1)
+            got = token_logprobs(model, ids, torch.ones_like(ids), temperature=temperature)[0]
+            assert torch.allclose(got, expected, atol=1e-5)
+    assert not torch.allclose(
+        token_logprobs(model, ids, torch.ones_like(ids), temperature=0.7),
+        token_logprobs(model, ids, torch.ones_like(ids)),
+    )
+
+
+def test_temperature_must_be_positive():
+    with pytest.raises(ConfigError, match="temperature must be > 0"):
+        TrainConfig(temperature=0).validate()
