@@ -21,17 +21,22 @@ def resolve_model(
     logprobs: bool = False,
     temperature: float | None = None,
     max_tokens: int | None = None,
+    extra_body: dict[str, Any] | None = None,
 ) -> tuple[BaseChatModel, str | None]:
     """(chat model, provider name). A spec string goes through `make_chat_model`; with `logprobs` on an
     OpenAI-compatible endpoint (vLLM) the completion's token ids are requested too. `max_tokens` caps
-    each reply (a small model may otherwise talk until its context is full)."""
+    each reply (a small model may otherwise talk until its context is full); `extra_body` adds
+    server-specific sampling fields (e.g. llama.cpp's top_k, min_p, post_sampling_probs)."""
     if isinstance(model, BaseChatModel):
         return model, None
     settings = load_settings()
     provider, _, base_url = parse_spec(model, settings.base_url)
     extra: dict[str, Any] = {} if max_tokens is None else {"max_tokens": max_tokens}
+    body = dict(extra_body or {})
     if logprobs and base_url and provider in (None, "openai"):
-        extra["extra_body"] = {"return_tokens_as_token_ids": True}
+        body["return_tokens_as_token_ids"] = True
+    if body:
+        extra["extra_body"] = body
     chat = make_chat_model(
         model,
         base_url=settings.base_url,
@@ -65,11 +70,14 @@ def build_domain_agent(
     logprobs: bool = False,
     temperature: float | None = None,
     max_tokens: int | None = None,
+    extra_body: dict[str, Any] | None = None,
     domain: str | None = None,
 ) -> DomainAgent:
     """The agent runtime behind the graph (the rollout runner uses it to pass prepared sessions)."""
     loaded = load_scaffold(scaffold)
-    chat, provider = resolve_model(model, logprobs=logprobs, temperature=temperature, max_tokens=max_tokens)
+    chat, provider = resolve_model(
+        model, logprobs=logprobs, temperature=temperature, max_tokens=max_tokens, extra_body=extra_body
+    )
     directory = None
     if record:
         directory = Path(trajectory_dir) if trajectory_dir else load_settings().home / "trajectories"
@@ -105,7 +113,7 @@ def create_domain_agent(
     LangChain chat model. `sandbox`: "bwrap" (default), "docker", "local" or a Sandbox object.
     No checkpointer by default, so the graph inherits its parent's when used as a node or subgraph.
     `options`: sandbox_spec, action_format ("tool_calls" | "text"), ledger, trajectory_dir, record,
-    logprobs, temperature, max_tokens, domain (see `build_domain_agent`).
+    logprobs, temperature, max_tokens, extra_body, domain (see `build_domain_agent`).
     """
     agent = build_domain_agent(scaffold, model=model, sandbox=sandbox, **options)
     return agent.compile(name=name, checkpointer=checkpointer, store=store)

@@ -2,8 +2,8 @@
 
 One iteration:
 1. `group_size` rollouts of each of `tasks_per_iteration` training tasks through the domain agent
-   (multi-turn, tools in the sandbox) against the served policy, sampled at T=1 with no truncation
-   (top-k 0, top-p 1, min-p 0), so the log-probs the engine returns are the behaviour policy's;
+   (multi-turn, tools in the sandbox) against the served policy, sampled at T=0.7 with no truncation,
+   so the log-probs the engine returns are the behaviour policy's (`recreate.local.BEHAVIOUR_SAMPLING`);
 2. every trajectory evaluated by the domain (its score is the reward) and saved with the policy
    version that produced it;
 3. a training batch: this iteration's rollouts plus earlier ones at most `max_staleness` versions
@@ -27,14 +27,8 @@ from recreate.domains.base import Domain, Task
 from recreate.evaluation.metrics import bootstrap_ci
 from recreate.experience.schema import Trajectory
 from recreate.finetune.policy import ServedPolicy
-from recreate.local import ServerInfo
+from recreate.local import LOCAL_TEMPERATURE, ServerInfo, local_agent_options
 from recreate.scaffold import Scaffold
-
-RL_TEMPERATURE = 0.7
-# No truncation (llama.cpp's defaults are top-k 40, top-p 0.95, min-p 0.05): the trainer's policy is
-# softmax(logits / T) over the whole vocabulary. `post_sampling_probs` makes llama.cpp return each
-# sampled token's probability under that distribution (its plain `logprob` is the T=1 one).
-RL_SAMPLING_EXTRA = {"top_k": 0, "min_p": 0.0, "post_sampling_probs": True}
 
 
 @dataclass
@@ -71,15 +65,6 @@ class IterationRow:
     wall_s: float = 0.0
 
 
-def rl_chat_model(server: ServerInfo, max_tokens: int) -> Any:
-    from recreate.models import make_chat_model
-
-    return make_chat_model(
-        server.spec, temperature=RL_TEMPERATURE, top_p=1.0, max_tokens=max_tokens, logprobs=True,
-        extra_body=dict(RL_SAMPLING_EXTRA),
-    )  # fmt: skip
-
-
 def run_rollouts(
     scaffold: Scaffold,
     domain: Domain,
@@ -95,9 +80,10 @@ def run_rollouts(
     """Evaluated rollouts of every (task, seed), saved under `out_dir` with their policy version."""
     from recreate.evaluation import Rollouts
 
+    options = {**local_agent_options(server), "max_tokens": config.max_reply_tokens}
     runner = Rollouts(
-        scaffold, domain, model=rl_chat_model(server, config.max_reply_tokens), sandbox=sandbox, cache=False,
-        trajectory_dir=out_dir / "raw", action_format="text", run_id=out_dir.name,
+        scaffold, domain, model=server.spec, sandbox=sandbox, cache=False, trajectory_dir=out_dir / "raw",
+        run_id=out_dir.name, **options,
     )  # fmt: skip
     trajectories = runner.run_many(tasks, seeds=seeds, concurrency=config.concurrency, progress=False)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -143,7 +129,7 @@ def logprob_mismatch(dataset: Any, model_dir: Path, fresh_ids: set[str], limit: 
     with torch.no_grad():
         for example in fresh:
             ids = torch.tensor([example.input_ids])
-            mine = token_logprobs(model, ids, torch.ones_like(ids), temperature=RL_TEMPERATURE)[0].tolist()
+            mine = token_logprobs(model, ids, torch.ones_like(ids), temperature=LOCAL_TEMPERATURE)[0].tolist()
             for t in range(1, len(example.input_ids)):
                 if example.mask[t]:
                     gaps.append(abs(mine[t - 1] - example.behaviour_logprobs[t]))
@@ -158,7 +144,7 @@ def _train_config(config: OnlineConfig, output_dir: Path, iteration: int) -> Any
         max_steps=config.steps_per_iteration,
         micro_batch_size=config.micro_batch_size, max_length=config.max_length,
         lora=LoraSettings(r=config.lora_r, alpha=2 * config.lora_r), seed=config.seed + iteration,
-        temperature=RL_TEMPERATURE,
+        temperature=LOCAL_TEMPERATURE,
         output_dir=str(output_dir), run_name=output_dir.name,
     )  # fmt: skip
 

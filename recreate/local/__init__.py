@@ -129,6 +129,11 @@ def local_endpoint(
 # Per-reply token caps on local models: a small model may otherwise talk until its context is full.
 LOCAL_REPLY_TOKENS = {"agent": 384, "optimizer": 1024, "synthesis": 1536, "bootstrap": 1536}
 LOCAL_TEMPERATURE = 0.7
+# Sampling whose log-probs are the behaviour policy's, so any run's logs can be trained on: no
+# truncation (llama.cpp's defaults are top-k 40, top-p 0.95, min-p 0.05), and `post_sampling_probs`
+# makes llama.cpp return each sampled token's probability under softmax(logits / T) (its plain
+# `logprob` is the T=1 one). The trainer then scores the same tempered distribution.
+BEHAVIOUR_SAMPLING = {"top_k": 0, "top_p": 1.0, "min_p": 0.0, "post_sampling_probs": True}
 
 
 def local_agent_options(info: ServerInfo) -> dict[str, Any]:
@@ -139,6 +144,7 @@ def local_agent_options(info: ServerInfo) -> dict[str, Any]:
         "temperature": LOCAL_TEMPERATURE,
         "max_tokens": LOCAL_REPLY_TOKENS["agent"],
         "logprobs": True,
+        "extra_body": dict(BEHAVIOUR_SAMPLING),
     }
 
 
