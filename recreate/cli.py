@@ -40,6 +40,7 @@ def register() -> None:
     from recreate.domains import cli as domain_cli
     from recreate.evaluation import cli as eval_cli
     from recreate.experience import cli as experience_cli
+    from recreate.finetune import cli as finetune_cli
     from recreate.local import cli as model_cli
     from recreate.optimizer import cli as evolve_cli
     from recreate.sandbox import cli as sandbox_cli
@@ -48,6 +49,7 @@ def register() -> None:
     app.command("doctor")(doctor.doctor_command)
     app.command("evolve")(evolve_cli.evolve_command)
     app.command("eval")(eval_cli.eval_command)
+    app.command("finetune")(finetune_cli.finetune_command)
     app.add_typer(scaffold_cli.app, name="scaffold")
     app.add_typer(domain_cli.app, name="domain")
     app.add_typer(experience_cli.app, name="experience")
