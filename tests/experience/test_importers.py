@@ -160,3 +160,23 @@ def test_a_bad_file_fails_alone_and_names_itself(tmp_path: Path) -> None:
     broken_error, odd_error = sorted(e for e in batch.errors if "chats.jsonl" not in e)
     assert broken_error.startswith(f"{folder / 'broken.traj.json'}: messages[0] is int")
     assert odd_error.startswith(f"{folder / 'odd.traj.json'}: cannot import (AttributeError")
+
+
+def test_folder_import_command_stores_the_good_files_and_lists_the_bad(
+    tmp_path: Path, recreate_home: Path, monkeypatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from recreate.experience.cli import app
+
+    monkeypatch.setenv("RECREATE_EMBEDDING", "hash")
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "good.traj.json").write_bytes((FIXTURES / "acme__widgets-42.traj.json").read_bytes())
+    (folder / "bad.traj.json").write_text(json.dumps({"messages": [7]}))
+    result = CliRunner().invoke(app, ["import", str(folder)])
+    assert result.exit_code == 1
+    assert f"{folder / 'bad.traj.json'}: messages[0] is int" in result.output
+    assert "1 added" in result.output
+    listed = CliRunner().invoke(app, ["ls"])
+    assert "acme__widgets-42" in listed.output
