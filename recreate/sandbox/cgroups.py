@@ -106,7 +106,9 @@ def _detect() -> MemoryLimitSupport:
         if (parent / "memory.limit_in_bytes").exists() and _can_create_children(parent):
             return MemoryLimitSupport(1, parent, f"cgroup v1 memory under {parent} (from ${ENV_PARENT})")
         return MemoryLimitSupport(
-            0, None, f"${ENV_PARENT}={named} is not a memory cgroup we may create children in",
+            0,
+            None,
+            f"${ENV_PARENT}={named} is not a memory cgroup we may create children in",
             f"point {ENV_PARENT} at a cgroup delegated to this user, or unset it",
         )
     own, mounts = _own_cgroups(), _mounts()
