@@ -100,9 +100,12 @@ class BwrapSession(HostSession):
             raise SandboxError(f"bubblewrap failed to start: {message or f'exit code {keeper.returncode}'}")
         return keeper, int(info["child-pid"])
 
-    def _launch(self, cmd: str, timeout: float, env: dict[str, str] | None) -> Result:
+    def _check_alive(self) -> None:
         if self._keeper.poll() is not None:
             raise SandboxError("the bwrap sandbox has exited (its process was killed)")
+
+    def _launch(self, cmd: str, timeout: float, env: dict[str, str] | None) -> Result:
+        self._check_alive()
         state = _STATE if self.spec.persistent else None
         enter = [
             "nsenter",
@@ -124,7 +127,8 @@ class BwrapSession(HostSession):
     @contextmanager
     def _file_access(self) -> Iterator[None]:
         # The workspace tmpfs belongs to the sandbox's user namespace, where root is not mapped: files
-        # can only be created there as the session's uid.
+        # can only be created there as the session's uid. A live keeper keeps the path its own.
+        self._check_alive()
         with as_file_user(self.uid):
             yield
 

@@ -116,8 +116,8 @@ def as_user(uid: int | None, *, die_with_us: bool = False) -> tuple[list[str], d
     user/group arguments. The prefix keeps Popen on its vfork path; switching uid in Popen makes it
     fork and copy our page tables (measured: a bwrap start 14 -> 33 ms with 800 MB resident).
 
-    `die_with_us`: the child gets SIGKILL when the thread that started it ends (PR_SET_PDEATHSIG, set
-    after the uid switch, which would clear it), whoever else still holds its pipes."""
+    `die_with_us` (with setpriv): the child gets SIGKILL when the thread that started it ends
+    (PR_SET_PDEATHSIG, set after the uid switch, which would clear it), whoever still holds its pipes."""
     death = ["--pdeathsig", "KILL"] if die_with_us else []
     if uid is None:
         return ([_SETPRIV, *death, "--"] if _SETPRIV and death else []), {}
