@@ -28,6 +28,7 @@ from recreate.sandbox.process import start_ticks
 ENV_PARENT = "RECREATE_CGROUP"
 _PREFIX = "recreate-"
 _MB = 1024 * 1024
+_REMOVE_WAIT_S = 5.0
 # Moves the shell into the cgroup (0 = the writing process) and then becomes the command: every
 # process the command starts is born inside.
 _ENTER = 'echo 0 >"$0" && exec "$@"'
@@ -183,9 +184,12 @@ class SessionCgroup:
             return [int(pid) for pid in (self.path / "cgroup.procs").read_text().split()]
         return []
 
-    def remove(self) -> None:
-        """Kill whatever still runs inside, then delete the cgroup."""
-        for _ in range(100):
+    def remove(self, wait_s: float = _REMOVE_WAIT_S) -> bool:
+        """Kill whatever still runs inside, then delete the cgroup. False if it is still busy after
+        `wait_s` (cgroup v1 stays busy until killed processes are reaped, which a dead owner's
+        orphans wait for init to do)."""
+        deadline = time.monotonic() + wait_s
+        while True:
             if self.version == 2 and (self.path / "cgroup.kill").exists():
                 with contextlib.suppress(OSError):
                     (self.path / "cgroup.kill").write_text("1")
@@ -195,15 +199,19 @@ class SessionCgroup:
                         os.kill(pid, signal.SIGKILL)
             try:
                 self.path.rmdir()
-                return
+                return True
             except FileNotFoundError:
-                return
+                return True
             except OSError:
-                time.sleep(0.01)  # killed processes leave the cgroup once they have exited
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.02)
 
 
-def remove_cgroup(path: str) -> None:
-    """Remove a session cgroup recorded by a process that has died (`path` as it recorded it)."""
+def remove_cgroup(path: str) -> bool:
+    """Remove a session cgroup recorded by a process that has died (`path` as it recorded it);
+    False while it is still busy."""
     target = Path(path)
     if target.name.startswith(_PREFIX) and target.is_dir():
-        SessionCgroup(target, 2 if (target / "cgroup.controllers").exists() else 1).remove()
+        return SessionCgroup(target, 2 if (target / "cgroup.controllers").exists() else 1).remove()
+    return True

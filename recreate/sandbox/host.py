@@ -126,12 +126,13 @@ def _reap_stale_roots(backend: str, base_dir: str | None) -> None:
     _reaped.add((backend, base_dir))
     for root in Path(base_dir or tempfile.gettempdir()).glob(f"recreate-{backend}-*"):
         with contextlib.suppress(OSError, ValueError):
-            if not owner_alive((root / OWNER_FILE).read_text()):
-                _kill_leftovers(root)
+            if not owner_alive((root / OWNER_FILE).read_text()) and _kill_leftovers(root):
                 shutil.rmtree(root, ignore_errors=True)
 
 
-def _kill_leftovers(root: Path) -> None:
+def _kill_leftovers(root: Path) -> bool:
+    """Kill what a dead owner's session left; False while its cgroup cannot be removed yet (the
+    directory then stays, for a later open to finish)."""
     uid_file, keeper_file, cgroup_file = root / UID_FILE, root / KEEPER_FILE, root / CGROUP_FILE
     if _written_by_us(uid_file) and os.geteuid() == 0:
         uid = int(uid_file.read_text())
@@ -141,8 +142,7 @@ def _kill_leftovers(root: Path) -> None:
         pid, ticks = keeper_file.read_text().split()
         if start_ticks(int(pid)) == ticks:  # still the keeper, not a process that reused its pid
             kill_tree(int(pid))
-    if _written_by_us(cgroup_file):
-        remove_cgroup(cgroup_file.read_text())
+    return not _written_by_us(cgroup_file) or remove_cgroup(cgroup_file.read_text())
 
 
 def _written_by_us(path: Path) -> bool:

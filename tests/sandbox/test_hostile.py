@@ -314,5 +314,7 @@ def test_a_killed_owner_leaves_nothing_running_even_when_its_pipes_live_on(publi
         get_sandbox("bwrap", base_dir=str(public_dir)).open().close()  # the next open sweeps
         assert [pid for uid in uids for pid in uid_processes(uid)] == []
         assert list(public_dir.glob("recreate-bwrap-*")) == []
+        cgroups = memory_limit_support().parent
+        assert cgroups is None or list(cgroups.glob(f"recreate-{child.pid}-*")) == []
     finally:
         os.kill(worker, signal.SIGKILL)
