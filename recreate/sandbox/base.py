@@ -22,10 +22,11 @@ class SandboxSpec:
     workdir: str = "/workspace"  # path of the workspace as seen inside the sandbox
     env: dict[str, str] = field(default_factory=dict)  # extra env vars (allow-listed, no secrets)
     network: bool = False
-    memory_mb: int = 2048
+    memory_mb: int = 2048  # all of a session's processes together where a cgroup is available
     cpu_seconds: int = 600
     max_processes: int = 256
-    max_file_mb: int = 512
+    max_file_mb: int = 512  # per file; also the size of /tmp
+    disk_mb: int = 1024  # the whole workspace (bwrap: a tmpfs of this size, counted in memory_mb too)
     cpus: float = 1.0
     persistent: bool = False  # cd/env persist across run() calls
     output_limit: int = DEFAULT_OUTPUT_LIMIT

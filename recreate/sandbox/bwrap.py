@@ -1,10 +1,16 @@
 """`bwrap`: bubblewrap namespaces — read-only root, private workspace, no network, non-root uid.
 
 One bwrap per session keeps the namespaces alive (its only job is to wait on a pipe from us, so the
-sandbox ends when we close the pipe or die); each `run` enters those namespaces with `nsenter`, which
+sandbox ends when we close the pipe); each `run` enters those namespaces with `nsenter`, which
 costs a few milliseconds instead of a new bwrap (~45 ms). Inside, the command runs as uid/gid 65534;
 when we are root, the whole sandbox also runs as a throwaway unprivileged host uid, so nothing
 root-owned on the host is readable and `close()` can kill every process the session has.
+
+A killed owner takes the sandbox with it: the keeper bwrap gets SIGKILL when the thread that started
+it ends (a forked child of ours may still hold the pipe), and the next open in the same place kills
+what a dead owner left (`host`). Totals per session: memory through the session's cgroup where the
+machine has one (`cgroups`), the workspace and /tmp as tmpfs of `disk_mb` / `max_file_mb`, processes
+through RLIMIT_NPROC of the session's own uid (when root).
 """
 
 from __future__ import annotations
@@ -14,12 +20,15 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 from recreate.sandbox.base import Result, SandboxError, SandboxSpec
-from recreate.sandbox.host import HostSession
+from recreate.sandbox.host import HostSession, record_keeper
 from recreate.sandbox.process import (
+    as_file_user,
     as_user,
     kill_tree,
     limit_args,
@@ -30,6 +39,7 @@ from recreate.sandbox.process import (
 from recreate.sandbox.shell import sandbox_env, shell_argv
 
 INSIDE_ID = "65534"
+_MB = 1024 * 1024
 # Host directories visible (read-only) when no rootfs is given; home directories, /root, /run (sockets),
 # /var, /tmp and the project tree stay invisible unless bound through `SandboxSpec.ro_binds`.
 HOST_ROOT_ENTRIES = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt")
@@ -51,16 +61,21 @@ class BwrapSession(HostSession):
         except BaseException:
             self.close()
             raise
+        record_keeper(self.root, self._keeper.pid)
+        # The workspace is a tmpfs inside the sandbox's mount namespace; we reach it through the
+        # keeper's root (a path that exists only while the sandbox does).
+        self.workspace = Path(f"/proc/{self._target}/root", spec.workdir.lstrip("/"))
 
     def _start(self) -> tuple[subprocess.Popen[bytes], int]:
         info_read, info_write = os.pipe()
-        prefix, user = as_user(self.uid)
+        prefix, user = as_user(self.uid, die_with_us=True)
         with open(self.root / "bwrap.log", "wb") as log:
             keeper = _SPAWNER.submit(
                 subprocess.Popen,
-                prefix
+                self.enter_cgroup()
+                + prefix
                 + limit_args(self.spec, extra_processes=3)
-                + bwrap_argv(self.spec, self.workspace, info_write)
+                + bwrap_argv(self.spec, info_write)
                 + ["/bin/sh", "-c", "echo ready; read _"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -85,9 +100,12 @@ class BwrapSession(HostSession):
             raise SandboxError(f"bubblewrap failed to start: {message or f'exit code {keeper.returncode}'}")
         return keeper, int(info["child-pid"])
 
-    def _launch(self, cmd: str, timeout: float, env: dict[str, str] | None) -> Result:
+    def _check_alive(self) -> None:
         if self._keeper.poll() is not None:
             raise SandboxError("the bwrap sandbox has exited (its process was killed)")
+
+    def _launch(self, cmd: str, timeout: float, env: dict[str, str] | None) -> Result:
+        self._check_alive()
         state = _STATE if self.spec.persistent else None
         enter = [
             "nsenter",
@@ -100,11 +118,19 @@ class BwrapSession(HostSession):
             "--",
         ]
         return run_process(
-            limit_args(self.spec) + enter + shell_argv(cmd, state, env),
+            self.enter_cgroup() + limit_args(self.spec) + enter + shell_argv(cmd, state, env),
             env=sandbox_env(self.spec.workdir, self.spec.env, env),
             timeout=timeout,
             output_limit=self.spec.output_limit,
         )
+
+    @contextmanager
+    def _file_access(self) -> Iterator[None]:
+        # The workspace tmpfs belongs to the sandbox's user namespace, where root is not mapped: files
+        # can only be created there as the session's uid. A live keeper keeps the path its own.
+        self._check_alive()
+        with as_file_user(self.uid):
+            yield
 
     def _stop(self) -> None:
         keeper = getattr(self, "_keeper", None)
@@ -119,7 +145,7 @@ class BwrapSession(HostSession):
             keeper.wait()
 
 
-def bwrap_argv(spec: SandboxSpec, workspace: Path, info_fd: int) -> list[str]:
+def bwrap_argv(spec: SandboxSpec, info_fd: int) -> list[str]:
     argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--info-fd", str(info_fd)]
     argv += ["--uid", INSIDE_ID, "--gid", INSIDE_ID, "--hostname", "sandbox"]
     if spec.network:
@@ -128,8 +154,8 @@ def bwrap_argv(spec: SandboxSpec, workspace: Path, info_fd: int) -> list[str]:
     argv += ["--dev", "/dev", "--proc", "/proc"]
     # /tmp first: a tmpfs mounted later would hide binds placed under /tmp. Bind targets must lie outside
     # the read-only host directories (their mount points cannot be created there), e.g. /env, /data.
-    argv += ["--size", str(spec.max_file_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/tmp"]
-    argv += ["--bind", str(workspace), spec.workdir]
+    argv += ["--size", str(spec.max_file_mb * _MB), "--perms", "1777", "--tmpfs", "/tmp"]
+    argv += ["--size", str(spec.disk_mb * _MB), "--perms", "0755", "--tmpfs", spec.workdir]
     for host_path, sandbox_path in spec.ro_binds:
         check_visible(Path(host_path), "ro_binds")
         argv += ["--ro-bind", host_path, sandbox_path]

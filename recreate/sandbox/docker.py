@@ -97,7 +97,9 @@ class DockerSession(ClosingSession):
             cap_drop=["ALL"],
             cap_add=["SETUID", "SETGID"],  # only for the server to drop each command to INSIDE_ID
             security_opt=["no-new-privileges"],
-            tmpfs={"/tmp": f"size={spec.max_file_mb}m,mode=1777"},
+            # the workspace is a tmpfs too: its size is the session's disk limit (a container's own
+            # layer has no quota without an xfs project quota)
+            tmpfs={"/tmp": f"size={spec.max_file_mb}m,mode=1777", spec.workdir: f"size={spec.disk_mb}m"},
         )
         labels = {**spec.labels, LABEL: "1", OWNER_LABEL: owner_label()}
         created = self.api.create_container(
@@ -116,6 +118,8 @@ class DockerSession(ClosingSession):
         attached = self.api.attach_socket(self.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
         self.channel = CommandChannel(_raw_socket(attached))
         self.api.start(self.id)
+        # the engine mounts the workspace tmpfs as root's; a "." entry hands it to the sandbox user
+        self._put_archive(spec.workdir, _tar_dirs("."))
         self.channel.wait_ready()
 
     def run(self, cmd: str, *, timeout: float = 60.0, env: dict[str, str] | None = None) -> Result:

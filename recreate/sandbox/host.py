@@ -7,30 +7,37 @@ import contextlib
 import os
 import shutil
 import signal
+import stat
 import tempfile
 import time
 import weakref
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
 from recreate.sandbox.base import ClosingSession, Result, SandboxError, SandboxSpec
-from recreate.sandbox.process import owner_alive, owner_label
+from recreate.sandbox.cgroups import SessionCgroup, remove_cgroup
+from recreate.sandbox.process import UID_BASE, UID_SPAN, kill_tree, owner_alive, owner_label, start_ticks
 from recreate.sandbox.workspace import as_bytes, read_file, workspace_parts, write_file
 
 _MB = 1024 * 1024
 OWNER_FILE = "owner"
+# What a session leaves in its directory so that the next open can clean up after a killed owner.
+UID_FILE, CGROUP_FILE, KEEPER_FILE = "uid", "cgroup", "keeper"
 _OPEN_SESSIONS: weakref.WeakSet[HostSession] = weakref.WeakSet()
 _reaped: set[tuple[str, str | None]] = set()
 
 
 class HostSession(ClosingSession, ABC):
-    """A private session directory (`workspace/`, `tmp/`) owned by the session's uid.
+    """A private session directory (`workspace/`, `tmp/`) owned by the session's uid, and a memory
+    cgroup for all of the session's processes where the machine allows one (`cgroups`).
 
     Subclasses say how a command is started (`_launch`) and what else `close()` must stop (`_stop`).
     """
 
     backend = "host"
+    cgroup: SessionCgroup | None = None
 
     def __init__(self, spec: SandboxSpec, uid: int | None, base_dir: str | None = None):
         self.spec = spec
@@ -47,8 +54,20 @@ class HostSession(ClosingSession, ABC):
         if self.owner is not None:
             for path in (self.root, self.workspace, self.tmp):
                 os.chown(path, *self.owner)
+            (self.root / UID_FILE).write_text(str(uid))
+        try:
+            self.cgroup = SessionCgroup.create(spec.memory_mb)
+        except BaseException:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
+        if self.cgroup is not None:
+            (self.root / CGROUP_FILE).write_text(str(self.cgroup.path))
         self.closed = False
         _OPEN_SESSIONS.add(self)
+
+    def enter_cgroup(self) -> list[str]:
+        """argv prefix that puts a command into the session's cgroup (empty when it has none)."""
+        return self.cgroup.enter_argv() if self.cgroup is not None else []
 
     @property
     def workdir(self) -> str:
@@ -64,11 +83,18 @@ class HostSession(ClosingSession, ABC):
     def put(self, path: str, data: bytes | str | IO[bytes] | Path) -> None:
         self._check_open()
         content, mode = as_bytes(data)
-        write_file(self.workspace, workspace_parts(path, self.workdir), content, mode, self.owner)
+        with self._file_access():
+            write_file(self.workspace, workspace_parts(path, self.workdir), content, mode, self.owner)
 
     def get(self, path: str) -> bytes:
         self._check_open()
-        return read_file(self.workspace, workspace_parts(path, self.workdir), self.spec.max_file_mb * _MB)
+        with self._file_access():
+            return read_file(self.workspace, workspace_parts(path, self.workdir), self.spec.max_file_mb * _MB)
+
+    @contextlib.contextmanager
+    def _file_access(self) -> Iterator[None]:
+        """Around put/get: a backend whose workspace only the session's uid may touch switches to it."""
+        yield
 
     def close(self) -> None:
         if self.closed:
@@ -78,6 +104,8 @@ class HostSession(ClosingSession, ABC):
             self._stop()
             if self.uid is not None:
                 kill_uid(self.uid)
+            if self.cgroup is not None:
+                self.cgroup.remove()
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
 
@@ -91,14 +119,45 @@ class HostSession(ClosingSession, ABC):
 
 
 def _reap_stale_roots(backend: str, base_dir: str | None) -> None:
-    """Once per process and place: remove session directories whose owning process died uncleanly."""
+    """Once per process and place: for each session whose owning process died uncleanly, kill what
+    it left running (its uid's processes, its keeper, its cgroup) and remove its directory."""
     if (backend, base_dir) in _reaped:
         return
     _reaped.add((backend, base_dir))
     for root in Path(base_dir or tempfile.gettempdir()).glob(f"recreate-{backend}-*"):
-        with contextlib.suppress(OSError):
-            if not owner_alive((root / OWNER_FILE).read_text()):
+        with contextlib.suppress(OSError, ValueError):
+            if not owner_alive((root / OWNER_FILE).read_text()) and _kill_leftovers(root):
                 shutil.rmtree(root, ignore_errors=True)
+
+
+def _kill_leftovers(root: Path) -> bool:
+    """Kill what a dead owner's session left; False while its cgroup cannot be removed yet (the
+    directory then stays, for a later open to finish)."""
+    uid_file, keeper_file, cgroup_file = root / UID_FILE, root / KEEPER_FILE, root / CGROUP_FILE
+    if _written_by_us(uid_file) and os.geteuid() == 0:
+        uid = int(uid_file.read_text())
+        if UID_BASE <= uid < UID_BASE + UID_SPAN:
+            kill_uid(uid)
+    if _written_by_us(keeper_file):
+        pid, ticks = keeper_file.read_text().split()
+        if start_ticks(int(pid)) == ticks:  # still the keeper, not a process that reused its pid
+            kill_tree(int(pid))
+    return not _written_by_us(cgroup_file) or remove_cgroup(cgroup_file.read_text())
+
+
+def _written_by_us(path: Path) -> bool:
+    """The session's own uid owns its directory and could plant files there (`local` runs commands
+    on the host): trust only regular files that our uid wrote."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid()
+
+
+def record_keeper(root: Path, pid: int) -> None:
+    """Note the process that keeps a session alive, for `_kill_leftovers` should we die."""
+    (root / KEEPER_FILE).write_text(f"{pid} {start_ticks(pid)}")
 
 
 @atexit.register

@@ -1,9 +1,15 @@
 """`local`: commands run as plain subprocesses in a private temp directory. NOT isolation.
 
-Explicit opt-in only (`get_sandbox("local")`): the command sees the host filesystem and network. What it
-does give: a fresh environment without our secrets, its own process group, rlimits, capped output,
-timeouts that kill the tree, and, when we run as root, a throwaway unprivileged uid (so `/root` is
-unreadable, a fork bomb hits its process limit, and `close()` can kill everything the session started).
+Explicit opt-in only (`get_sandbox("local")`). What it does NOT isolate: the host filesystem (all
+that the command's uid may read or write) and the network. What it does give: a fresh environment
+without our secrets, its own process group, rlimits, capped output, timeouts that kill the tree, a
+memory cgroup for the session where the machine allows one, and, when we run as root, a throwaway
+unprivileged uid (so `/root` and our own `/proc/PID/environ` are unreadable, a fork bomb hits its
+process limit, and `close()` can kill everything the session started).
+
+Unprivileged, the command runs as our own user, who may read `/proc/PID/environ` of this process and
+of the shell that started it: a fresh environment cannot hide a secret there. So then `open` refuses
+while a credential-looking variable (…_API_KEY, …_TOKEN, …SECRET…) is set, and says which.
 The workspace is a host temp directory (`session.workdir`), not `spec.workdir`.
 """
 
@@ -12,10 +18,10 @@ from __future__ import annotations
 import os
 import warnings
 
-from recreate.sandbox.base import Result, SandboxSpec
+from recreate.sandbox.base import Result, SandboxError, SandboxSpec
 from recreate.sandbox.host import HostSession, uid_processes
 from recreate.sandbox.process import kill_tree, limit_args, run_process, sandbox_uid
-from recreate.sandbox.shell import sandbox_env, shell_argv
+from recreate.sandbox.shell import host_secret_names, sandbox_env, shell_argv
 
 
 class NoIsolationWarning(UserWarning):
@@ -46,6 +52,7 @@ class LocalSession(HostSession):
             output_limit=self.spec.output_limit,
             uid=self.uid,
             on_start=self._started.append,
+            before_uid=self.enter_cgroup(),
         )
 
     def _stop(self) -> None:
@@ -60,6 +67,13 @@ class LocalSandbox:
         self.base_dir = base_dir
 
     def open(self, spec: SandboxSpec | None = None) -> LocalSession:
+        secrets = host_secret_names() if os.geteuid() != 0 else []
+        if secrets:
+            raise SandboxError(
+                f"the 'local' sandbox refuses to run while {', '.join(secrets)} is set: its commands run as "
+                "your user and can read this process's environment (/proc/PID/environ); unset it, or use "
+                "the 'bwrap' or 'docker' backend"
+            )
         warnings.warn(
             "the 'local' sandbox backend does not isolate commands from this machine (no filesystem or "
             "network isolation); use 'bwrap' or 'docker' for model-written code",

@@ -7,6 +7,8 @@ rlimits applied between fork and exec.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import os
 import random
 import select
@@ -16,11 +18,11 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from recreate.sandbox.base import Result, SandboxSpec
+from recreate.sandbox.base import Result, SandboxError, SandboxSpec
 
 _MB = 1024 * 1024
 _READ_SIZE = 65536
@@ -85,7 +87,7 @@ def exit_code_of(returncode: int) -> int:
 
 def owner_label() -> str:
     """host/pid/start-time of this process: names what our sessions leave behind, survives pid reuse."""
-    return f"{socket.gethostname()}/{os.getpid()}/{_start_ticks(os.getpid())}"
+    return f"{socket.gethostname()}/{os.getpid()}/{start_ticks(os.getpid())}"
 
 
 def owner_alive(label: str) -> bool:
@@ -93,10 +95,10 @@ def owner_alive(label: str) -> bool:
     host, pid, ticks = (label.split("/") + ["", "", ""])[:3]
     if host != socket.gethostname():
         return True  # not ours to judge
-    return pid.isdigit() and _start_ticks(int(pid)) == ticks
+    return pid.isdigit() and start_ticks(int(pid)) == ticks
 
 
-def _start_ticks(pid: int) -> str:
+def start_ticks(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
     except (OSError, IndexError):
@@ -109,15 +111,43 @@ def sandbox_uid() -> int | None:
     return UID_BASE + random.randrange(UID_SPAN) if os.geteuid() == 0 else None
 
 
-def as_user(uid: int | None) -> tuple[list[str], dict[str, Any]]:
+def as_user(uid: int | None, *, die_with_us: bool = False) -> tuple[list[str], dict[str, Any]]:
     """How to start a child as `uid`: an argv prefix (`setpriv`) when the host has it, else Popen's own
     user/group arguments. The prefix keeps Popen on its vfork path; switching uid in Popen makes it
-    fork and copy our page tables (measured: a bwrap start 14 -> 33 ms with 800 MB resident)."""
+    fork and copy our page tables (measured: a bwrap start 14 -> 33 ms with 800 MB resident).
+
+    `die_with_us` (with setpriv): the child gets SIGKILL when the thread that started it ends
+    (PR_SET_PDEATHSIG, set after the uid switch, which would clear it), whoever still holds its pipes."""
+    death = ["--pdeathsig", "KILL"] if die_with_us else []
     if uid is None:
-        return [], {}
+        return ([_SETPRIV, *death, "--"] if _SETPRIV and death else []), {}
     if _SETPRIV:
-        return [_SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"], {}
+        return [_SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *death, "--"], {}
     return [], {"user": uid, "group": uid, "extra_groups": []}
+
+
+@contextlib.contextmanager
+def as_file_user(uid: int | None) -> Iterator[None]:
+    """File access by this thread as `uid` (Linux's per-thread fsuid/fsgid; other threads keep ours).
+    No-op for None. Create files where only that uid may (a tmpfs of the sandbox's user namespace)."""
+    if uid is None:
+        yield
+        return
+    libc = _libc()
+    libc.setfsgid(uid)
+    libc.setfsuid(uid)
+    try:
+        if libc.setfsuid(uid) != uid:  # returns the previous value: ours only if the switch held
+            raise SandboxError(f"cannot access the workspace as uid {uid}")
+        yield
+    finally:
+        libc.setfsuid(os.geteuid())
+        libc.setfsgid(os.getegid())
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def limit_args(spec: SandboxSpec, extra_processes: int = 0) -> list[str]:
@@ -174,9 +204,10 @@ def run_process(
     uid: int | None = None,
     cwd: str | None = None,
     on_start: Callable[[int], None] | None = None,
+    before_uid: list[str] | None = None,
 ) -> Result:
-    """Run `argv` in a new session (as `uid` if given); collect capped stdout/stderr until it exits
-    or the deadline passes.
+    """Run `argv` in a new session (as `uid` if given, after the `before_uid` argv prefix, which runs
+    as us: e.g. entering a cgroup); collect capped stdout/stderr until it exits or the deadline passes.
 
     Background processes that keep the pipes open do not hold the call: once the command exits we
     collect what is already buffered and return.
@@ -184,7 +215,7 @@ def run_process(
     started = time.perf_counter()
     prefix, user = as_user(uid)
     proc = subprocess.Popen(
-        prefix + argv,
+        (before_uid or []) + prefix + argv,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -51,6 +51,15 @@ def check_env_var(name: str, value: str) -> None:
             )
 
 
+def host_secret_names() -> list[str]:
+    """Names of the variables in our own environment that look like credentials."""
+    return sorted(
+        name
+        for name, value in os.environ.items()
+        if _SECRET_NAME.search(name) and len(value) >= _MIN_SECRET_LENGTH
+    )
+
+
 def shell_argv(cmd: str, state_prefix: str | None = None, env: dict[str, str] | None = None) -> list[str]:
     """argv that runs `cmd` with /bin/sh; with `state_prefix`, cwd and exported variables persist
     across calls in files `<state_prefix>.env` / `.cwd`, and `env` is re-applied over the saved state."""

@@ -106,3 +106,77 @@ def test_import_directory_into_store_twice_reports_duplicates(store: ExperienceS
     assert {p: p.read_bytes() for p in store.files.glob("*/*.json")} == before
     hits = store.search("pytest size", filters={"task_id": "acme__widgets-42"}, k=2)
     assert hits and all(h.metadata["task_id"] == "acme__widgets-42" for h in hits)
+
+
+FAKE_KEY = "sk-test-FAKE0123456789abcdefGHIJ"
+
+
+def _plant_key(tmp_path: Path) -> Path:
+    """Each fixture format, with the (fake) live OPENAI_API_KEY pasted into its logged text."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    for fixture in FIXTURES.iterdir():
+        text = fixture.read_text(encoding="utf-8")
+        planted = text.replace("print(17*23)", f"print('{FAKE_KEY}')")
+        planted = planted.replace("cat widgets/size.py", f"export OPENAI_API_KEY={FAKE_KEY}")
+        planted = planted.replace("grep -rn counter gadgets/", f"curl -H 'Bearer {FAKE_KEY}'")
+        planted = planted.replace("print(2+3+5+7+11)", f"key = '{FAKE_KEY}'")
+        assert planted != text, fixture.name
+        (folder / fixture.name).write_text(planted, encoding="utf-8")
+    return folder
+
+
+def test_every_importer_masks_secrets_of_our_environment(
+    tmp_path: Path, monkeypatch, store: ExperienceStore
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    folder = _plant_key(tmp_path)
+    for fixture in folder.iterdir():
+        batch = read_path(fixture)
+        assert batch.trajectories, fixture.name
+        for trajectory in batch.trajectories:
+            assert FAKE_KEY not in trajectory.to_json(), fixture.name
+    report = store.ingest(read_path(folder).trajectories)
+    assert len(report.added) == 7
+    stored = "".join(p.read_text() for p in store.files.glob("*/*.json"))
+    assert FAKE_KEY not in stored and "***" in stored
+    hits = store.search("Bearer key export", k=20)
+    assert hits and all(FAKE_KEY not in hit.document for hit in hits)
+
+
+def test_a_bad_file_fails_alone_and_names_itself(tmp_path: Path) -> None:
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    for fixture in FIXTURES.iterdir():
+        (folder / fixture.name).write_bytes(fixture.read_bytes())
+    broken = json.loads((FIXTURES / "acme__widgets-42.traj.json").read_text())
+    broken["messages"] = [1, 2, 3]
+    (folder / "broken.traj.json").write_text(json.dumps(broken))
+    odd = json.loads((FIXTURES / "acme__gadgets-7.traj.json").read_text())
+    odd["info"] = ["not", "a", "dict"]
+    (folder / "odd.traj.json").write_text(json.dumps(odd))
+    batch = read_path(folder)
+    assert len(batch.trajectories) == 7  # every good file still imports
+    broken_error, odd_error = sorted(e for e in batch.errors if "chats.jsonl" not in e)
+    assert broken_error.startswith(f"{folder / 'broken.traj.json'}: messages[0] is int")
+    assert odd_error.startswith(f"{folder / 'odd.traj.json'}: cannot import (AttributeError")
+
+
+def test_folder_import_command_stores_the_good_files_and_lists_the_bad(
+    tmp_path: Path, recreate_home: Path, monkeypatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from recreate.experience.cli import app
+
+    monkeypatch.setenv("RECREATE_EMBEDDING", "hash")
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "good.traj.json").write_bytes((FIXTURES / "acme__widgets-42.traj.json").read_bytes())
+    (folder / "bad.traj.json").write_text(json.dumps({"messages": [7]}))
+    result = CliRunner().invoke(app, ["import", str(folder)])
+    assert result.exit_code == 1
+    assert f"{folder / 'bad.traj.json'}: messages[0] is int" in result.output
+    assert "1 added" in result.output
+    listed = CliRunner().invoke(app, ["ls"])
+    assert "acme__widgets-42" in listed.output

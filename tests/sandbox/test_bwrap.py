@@ -86,6 +86,8 @@ def test_a_killed_sandbox_says_so() -> None:
         session._keeper.wait()
         with pytest.raises(SandboxError, match="exited"):
             session.run("true", timeout=30)
+        with pytest.raises(SandboxError, match="exited"):
+            session.put("file.txt", "its workspace went with it")
 
 
 def test_sessions_open_when_the_process_holds_over_1024_descriptors():

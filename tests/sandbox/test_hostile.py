@@ -3,7 +3,9 @@ leaves nothing running. `local` is not isolation, so it is only held to what it 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from recreate.sandbox import SandboxError, get_sandbox
+from recreate.sandbox.cgroups import memory_limit_support
 from recreate.sandbox.host import HostSession, uid_processes
 from tests.sandbox.conftest import host_processes
 
@@ -65,6 +68,50 @@ def test_disk_fill_stops_at_the_file_size_limit(open_session) -> None:
         assert not result.ok
         size = session.run(f"wc -c < {target}", timeout=30).stdout.strip()
         assert int(size) <= 4 * MB
+
+
+def _exactly(command: str) -> list[int]:
+    """Host pids running exactly `command` (not the shells whose scripts mention it)."""
+    found = []
+    for pid in host_processes(command):
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip() == command:
+                found.append(pid)
+    return found
+
+
+def _resident_mb(command: str) -> float:
+    """Resident memory of the host processes running exactly `command`, together."""
+    total = 0
+    for pid in _exactly(command):
+        with contextlib.suppress(OSError, IndexError):
+            total += int(Path(f"/proc/{pid}/status").read_text().split("VmRSS:")[1].split()[0])
+    return total / 1024
+
+
+def test_memory_limit_holds_for_the_whole_session(open_isolated) -> None:
+    session = open_isolated(memory_mb=200)
+    if isinstance(session, HostSession) and session.cgroup is None:
+        pytest.skip(f"no session cgroup here: {memory_limit_support().detail}")
+    # five processes of 60 MB each, every one under the per-process limit, 300 MB together
+    holders = "for i in 1 2 3 4 5; do (dd if=/dev/zero bs=60M count=1 2>/dev/null | sleep 4761) & done"
+    session.run(f"{holders}; sleep 3", timeout=60)
+    assert len(_exactly("sleep 4761")) == 5  # the holders were all started
+    assert _resident_mb("dd if=/dev/zero bs=60M count=1") <= 200
+    assert session.run("echo alive", timeout=30).stdout == "alive\n"
+
+
+def test_disk_limit_holds_for_the_whole_workspace(open_isolated) -> None:
+    session = open_isolated(disk_mb=20, max_file_mb=20)
+    result = session.run(
+        "for i in 1 2 3 4 5; do dd if=/dev/zero of=f$i bs=1M count=15 2>/dev/null; done", timeout=60
+    )
+    assert not result.ok
+    sizes = session.run("cat f1 f2 f3 f4 f5 | wc -c", timeout=30).stdout
+    assert int(sizes) <= 20 * MB
+    session.run("rm f*", timeout=30)
+    session.put("after.txt", "room again")
+    assert session.get("after.txt") == b"room again"
 
 
 def test_endless_output_is_capped_and_timed_out(open_session) -> None:
@@ -233,3 +280,41 @@ def test_killing_the_parent_takes_the_sandbox_down(
         assert len(list(public_dir.glob("recreate-bwrap-*"))) == 1  # the dead session's directory
         get_sandbox("bwrap", base_dir=str(public_dir)).open().close()  # the next open clears it
         assert list(public_dir.glob("recreate-bwrap-*")) == []
+
+
+_KILLED_WITH_A_FORKED_WORKER = """
+import os, signal, sys, time
+from recreate.sandbox import get_sandbox, SandboxSpec
+sandbox = get_sandbox("bwrap", base_dir=sys.argv[1])
+sessions = [sandbox.open(SandboxSpec()) for _ in range(2)]
+sessions[0].run("sleep 4771 &", timeout=30)
+worker = os.fork()
+if worker == 0:  # like a forked worker pool: it inherits our pipes to the sandboxes, and outlives us
+    time.sleep(120)
+    os._exit(0)
+print(worker, *(session.uid for session in sessions), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_killed_owner_leaves_nothing_running_even_when_its_pipes_live_on(public_dir: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("sessions have their own uids only when we are root")
+    child = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_WITH_A_FORKED_WORKER, str(public_dir)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    worker, *uids = (int(word) for word in child.stdout.readline().split())
+    try:
+        assert child.wait(timeout=60) == -9
+        time.sleep(1)
+        assert [pid for uid in uids for pid in uid_processes(uid)] == []
+        get_sandbox("bwrap", base_dir=str(public_dir)).open().close()  # the next open sweeps
+        assert [pid for uid in uids for pid in uid_processes(uid)] == []
+        assert list(public_dir.glob("recreate-bwrap-*")) == []
+        cgroups = memory_limit_support().parent
+        assert cgroups is None or list(cgroups.glob(f"recreate-{child.pid}-*")) == []
+    finally:
+        os.kill(worker, signal.SIGKILL)

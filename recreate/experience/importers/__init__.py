@@ -1,6 +1,8 @@
 """Bring existing logs into the store: schema-v1 trajectories, mini-swe-agent `.traj.json`, OpenAI chat
 JSONL and LangSmith run exports. `read_path` detects the format (or takes it) and never raises for one bad
-record: it returns the good trajectories and a list of problems, each naming the file and line."""
+record or file: it returns the good trajectories and a list of problems, each naming the file (and line).
+Imported trajectories go through the same redaction as recorded runs: no secret of our environment
+(an API key pasted into a logged chat) reaches the store."""
 
 from __future__ import annotations
 
@@ -8,8 +10,9 @@ import json
 from pathlib import Path
 
 from recreate.experience.importers import langsmith, miniswe, openai_chat
-from recreate.experience.importers.common import ImportBatch, ImportFormatError
+from recreate.experience.importers.common import ImportBatch, ImportFormatError, redacted
 from recreate.experience.schema import SchemaError, load_trajectory
+from recreate.redact import redact
 
 FORMATS = ("auto", "trajectory", "mini-swe-agent", "openai", "langsmith")
 _SUFFIXES = (".json", ".jsonl")
@@ -104,7 +107,12 @@ def read_path(path: str | Path, fmt: str = "auto", *, domain: str | None = None)
             batch.extend(read_file(file, fmt, domain=domain))
         except (ImportFormatError, ValueError, OSError) as exc:
             batch.errors.append(str(exc) if str(file) in str(exc) else f"{file}: {exc}")
-    return batch
+        except Exception as exc:  # a shape no importer expected: this file fails, the others import
+            batch.errors.append(f"{file}: cannot import ({type(exc).__name__}: {exc})")
+    return ImportBatch(
+        trajectories=[redacted(trajectory) for trajectory in batch.trajectories],
+        errors=[redact(error) for error in batch.errors],
+    )
 
 
 __all__ = ["FORMATS", "ImportBatch", "ImportFormatError", "detect", "read_path"]

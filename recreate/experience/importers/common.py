@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from recreate.experience.schema import Trajectory
+from recreate.redact import redact
 
 _MESSAGE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
 
@@ -24,6 +25,11 @@ class ImportBatch:
     def extend(self, other: ImportBatch) -> None:
         self.trajectories += other.trajectories
         self.errors += other.errors
+
+
+def redacted(trajectory: Trajectory) -> Trajectory:
+    """The trajectory with every secret of our environment masked, as the recorder stores runs."""
+    return Trajectory.model_validate_json(redact(trajectory.to_json()))
 
 
 def stable_id(prefix: str, content: Any) -> str:

@@ -109,6 +109,11 @@ def _steps(messages: list[dict[str, Any]]) -> list[Step]:
 def convert(doc: dict[str, Any], *, source: str, domain: str = "swe") -> Trajectory:
     if not isinstance(doc.get("messages"), list):
         raise ImportFormatError(f"{source}: no 'messages' list: not a mini-swe-agent trajectory")
+    for number, message in enumerate(doc["messages"]):
+        if not isinstance(message, dict):
+            raise ImportFormatError(
+                f"{source}: messages[{number}] is {type(message).__name__}, not a chat message object"
+            )
     info = doc.get("info") or {}
     messages = doc["messages"]
     exit_message = next((m for m in reversed(messages) if m.get("role") == "exit"), {})
