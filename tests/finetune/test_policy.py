@@ -1,0 +1,68 @@
+"""Policy versions: a LoRA adapter folded into the weights, exported, served under the version's name,
+and the served log-probs are the new weights' (not the base's)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+import torch
+
+from recreate.finetune.policy import ServedPolicy
+
+pytestmark = pytest.mark.slow
+MESSAGES = [{"role": "user", "content": "What is 12 + 30?"}]
+
+
+def _adapter(base_dir, out):
+    """A LoRA adapter whose B matrices are not zero, so the merged weights differ from the base."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+    peft = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    with torch.no_grad():
+        for name, param in peft.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.3)
+    peft.save_pretrained(out)
+    return out
+
+
+def _served_logprobs(info) -> tuple[list[int], list[float]]:
+    from recreate.local import BEHAVIOUR_SAMPLING
+
+    body = {"model": info.model, "messages": MESSAGES, "max_tokens": 12, "logprobs": True, "seed": 1,
+            "temperature": 0.7, **BEHAVIOUR_SAMPLING}  # fmt: skip
+    content = httpx.post(f"{info.base_url}/chat/completions", json=body, timeout=120).json()
+    entries = content["choices"][0]["logprobs"]["content"]
+    return [e["id"] for e in entries], [float(torch.tensor(e["prob"]).log()) for e in entries]
+
+
+def _trainer_logprobs(model_dir, ids: list[int]) -> torch.Tensor:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    prompt = tokenizer.apply_chat_template(MESSAGES, tokenize=False, add_generation_prompt=True)
+    prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt_ids + ids])).logits[0, len(prompt_ids) - 1 : -1].float()
+    return torch.log_softmax(logits / 0.7, -1).gather(1, torch.tensor(ids)[:, None]).squeeze(1)
+
+
+def test_a_published_adapter_is_served_under_a_new_version(hf_model, tmp_path):
+    home = hf_model.parents[1]
+    with ServedPolicy(home, tmp_path / "policy", parallel=1) as policy:
+        assert policy.current.index == 0 and policy.server.info.model == hf_model.name
+        version = policy.publish(_adapter(hf_model, tmp_path / "adapter"))
+        info = policy.server.info
+        assert version.index == 1 and info.model == f"{hf_model.name}+ft1"
+        ids, served = _served_logprobs(info)
+    tuned = _trainer_logprobs(version.hf_dir, ids)
+    base = _trainer_logprobs(hf_model, ids)
+    assert (tuned - torch.tensor(served)).abs().mean() < 0.01  # the engine samples the trained weights
+    assert (base - torch.tensor(served)).abs().mean() > 0.05  # ... which are not the base's
+
+    reopened = ServedPolicy(home, tmp_path / "policy", parallel=1)  # versions survive the process
+    assert [v.name for v in reopened.versions] == [hf_model.name, f"{hf_model.name}+ft1"]
