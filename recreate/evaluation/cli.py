@@ -48,6 +48,7 @@ def eval_command(
     from recreate.evaluation.metrics import summarize
     from recreate.evaluation.report import print_summary, write_chart, write_html, write_json
     from recreate.evaluation.rollout import Rollouts
+    from recreate.models import check_endpoint
     from recreate.scaffold import load_scaffold
 
     settings = load_settings()
@@ -89,6 +90,8 @@ def eval_command(
     cached = sum(rollouts.cached(t, s) is not None for t in tasks for s in range(seeds))
     if cached:
         console.print(f"resuming: {cached} rollout(s) already finished, not re-run")
+    if cached < len(tasks) * seeds:
+        check_endpoint(spec, settings.base_url)
     results = rollouts.run_many(
         tasks, seeds=range(seeds), concurrency=concurrency, progress=progress, on_result=record
     )
