@@ -1,0 +1,77 @@
+"""The process that renders untrusted Jinja templates for `recreate.scaffold.bounded` (run as a script).
+
+It reads one JSON request per line on stdin: {"source", "variables", "max_chars"} to render, or
+{"source", "names": true} for the names a template reads (jinja2.meta evaluates constant expressions
+while it looks). It answers one JSON line: {"text"}, {"names"} or {"error", "line", "bounded"}. Its
+address space is capped (RLIMIT_AS) and it dies with its parent, so a template that allocates gigabytes
+fails here, and one that loops forever is killed by the parent's timeout, never the parent itself.
+Started with `python -P` (no script folder on sys.path).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import resource
+import signal
+import sys
+from functools import lru_cache
+
+from jinja2 import StrictUndefined, Template, TemplateError, meta
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+_PR_SET_PDEATHSIG = 1
+_env = ImmutableSandboxedEnvironment(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
+
+
+class OutputTooLarge(Exception):
+    pass
+
+
+@lru_cache(maxsize=256)
+def _compiled(source: str) -> Template:
+    return _env.from_string(source)
+
+
+def render(source: str, variables: dict, max_chars: int) -> str:
+    chunks, size = [], 0
+    for chunk in _compiled(source).generate(**variables):
+        size += len(chunk)
+        if size > max_chars:
+            raise OutputTooLarge(f"renders to more than {max_chars:,} characters")
+        chunks.append(chunk)
+    return "".join(chunks)
+
+
+def answer(request: dict) -> dict:
+    try:
+        if request.get("names"):
+            return {"names": sorted(meta.find_undeclared_variables(_env.parse(request["source"])))}
+        return {"text": render(request["source"], request["variables"], request["max_chars"])}
+    except TemplateError as exc:
+        return {"error": str(exc), "line": getattr(exc, "lineno", None)}
+    except OutputTooLarge as exc:
+        return {"error": str(exc), "bounded": True}
+    except MemoryError:
+        return {"error": "needs more memory than templates are given", "bounded": True}
+    except RecursionError:
+        return {"error": "recursion too deep", "bounded": True}
+    except Exception as exc:  # raised by an expression of the template
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def main(memory_bytes: int) -> None:
+    with contextlib.suppress(AttributeError, OSError):  # Linux: die with the parent
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    for line in sys.stdin:
+        reply = answer(json.loads(line))
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+        if reply.get("bounded"):
+            return  # after a MemoryError the process is best replaced
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))
