@@ -86,12 +86,12 @@ def eval_command(
             finished.append(traj)
             write_json(out / "results.json", _results(info, title, finished, complete=False))
 
-    console.print(f"run [bold]{run_id}[/]: {len(tasks)} task(s) x {seeds} seed(s) -> {out}")
     cached = sum(rollouts.cached(t, s) is not None for t in tasks for s in range(seeds))
-    if cached:
-        console.print(f"resuming: {cached} rollout(s) already finished, not re-run")
     if cached < len(tasks) * seeds:
         check_endpoint(spec, settings.base_url)
+    console.print(f"run [bold]{run_id}[/]: {len(tasks)} task(s) x {seeds} seed(s) -> {out}")
+    if cached:
+        console.print(f"resuming: {cached} rollout(s) already finished, not re-run")
     results = rollouts.run_many(
         tasks, seeds=range(seeds), concurrency=concurrency, progress=progress, on_result=record
     )
