@@ -5,6 +5,8 @@
 OPENAI_BASE_URL), or `"MODEL@http://host:port/v1"`. Retries for 429/5xx/timeouts are the provider
 client's own (`max_retries`, exponential backoff). Every call is recorded in a `UsageLedger` tagged with
 a role; a `Budget` on the ledger raises `BudgetExceeded` before a call that would start past a limit.
+A call's price is the provider's reported cost, else $0 on a local endpoint, else the user's price
+(recreate.toml, --price), else the genai-prices database; else unknown (None, never counted as $0).
 """
 
 from __future__ import annotations
@@ -103,16 +105,6 @@ def is_local_endpoint(url: str | None) -> bool:
         return False
 
 
-def is_local_model(spec: str, base_url: str | None = None) -> bool:
-    """The spec `local`, or a model served from a local endpoint (as `make_chat_model` would reach it)."""
-    provider, _, url = parse_spec(spec, base_url)
-    return (
-        spec.strip() == "local"
-        or provider == "local"
-        or (provider in (None, "openai") and is_local_endpoint(url))
-    )
-
-
 def price_overrides(prices: dict[str, Any] | None) -> dict[str, Rates]:
     """User prices (recreate.toml `[recreate.prices]`, `--price`), USD per 1M tokens, per model:
     `{input = 0.4, output = 1.6, cached_input = 0.1}` or `[input, output]` or `[input, cached, output]`."""
@@ -161,11 +153,11 @@ def price_call(
     *,
     base_url: str | None = None,
 ) -> float | None:
-    """USD for one call: $0 on a local endpoint, else the user's price, else the genai-prices catalog;
-    None when the price is unknown (never counted as $0)."""
-    if is_local_model(model, base_url):
+    """USD for one call: $0 for the spec `local` or on a local endpoint (reached as `make_chat_model`
+    would), else the user's price, else the genai-prices catalog; None when unknown (never $0)."""
+    provider, name, url = parse_spec(model, base_url)
+    if "local" in (model.strip(), provider) or (provider in (None, "openai") and is_local_endpoint(url)):
         return 0.0
-    provider, name, _ = parse_spec(model)
     table = price_overrides(prices)
     rates = table.get(model) or table.get(name)
     if rates is None:
