@@ -10,18 +10,17 @@ Started with `python -P` (no script folder on sys.path).
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import json
+import os
 import resource
-import signal
 import sys
+import threading
+import time
 from functools import lru_cache
 
 from jinja2 import StrictUndefined, Template, TemplateError, meta
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-_PR_SET_PDEATHSIG = 1
 _env = ImmutableSandboxedEnvironment(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
 
 
@@ -61,10 +60,19 @@ def answer(request: dict) -> dict:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def main(memory_bytes: int) -> None:
-    with contextlib.suppress(AttributeError, OSError):  # Linux: die with the parent
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+def _exit_with(parent: int) -> None:
+    """A parent killed mid-render leaves no worker spinning (prctl's PDEATHSIG would follow the parent's
+    thread that started us, not the parent)."""
+    while os.getppid() == parent:
+        time.sleep(1)
+    os._exit(1)
+
+
+def main(memory_bytes: int, parent: int) -> None:
+    threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    sys.stdout.write('{"ready": true}\n')  # started: from here on renders are timed
+    sys.stdout.flush()
     for line in sys.stdin:
         reply = answer(json.loads(line))
         sys.stdout.write(json.dumps(reply) + "\n")
@@ -74,4 +82,4 @@ def main(memory_bytes: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(int(sys.argv[1]), int(sys.argv[2]))

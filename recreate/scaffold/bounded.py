@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
 import select
 import subprocess
 import sys
@@ -22,7 +23,8 @@ from typing import Any
 
 from recreate.scaffold.errors import ScaffoldError
 
-RENDER_TIMEOUT_S = 5.0
+RENDER_TIMEOUT_S = 10.0  # per render, once the worker has started
+_START_TIMEOUT_S = 120.0
 RENDER_MEMORY_BYTES = 512 * 2**20
 RENDER_MAX_CHARS = 4_000_000  # far beyond any model's context
 _WORKER = Path(__file__).with_name("_render_worker.py")
@@ -32,32 +34,39 @@ _MAX_IDLE_WORKERS = 8
 class _Worker:
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-P", str(_WORKER), str(RENDER_MEMORY_BYTES)],
+            [sys.executable, "-P", str(_WORKER), str(RENDER_MEMORY_BYTES), str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
             encoding="utf-8",
         )
+        if self._read_line(_START_TIMEOUT_S) != '{"ready": true}\n':  # a loaded machine starts slowly
+            self.kill()
+            raise ScaffoldError(f"the template renderer did not start within {_START_TIMEOUT_S:g} s")
+
+    def _read_line(self, timeout_s: float) -> str | None:
+        """The worker's next line; None when none came within `timeout_s`, "" when it is gone."""
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        while (left := deadline - time.monotonic()) > 0:
+            if select.select([self.proc.stdout], [], [], left)[0]:
+                return self.proc.stdout.readline()
+        return None
 
     def ask(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any] | None:
         """The worker's answer; None when it did not answer in time (it is then killed)."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        line, ready = "", [self.proc.stdout]
+        assert self.proc.stdin is not None
         try:
             self.proc.stdin.write(json.dumps(request, default=str) + "\n")
             self.proc.stdin.flush()
-            deadline = time.monotonic() + timeout_s
-            ready = []
-            while not ready and (left := deadline - time.monotonic()) > 0:
-                ready = select.select([self.proc.stdout], [], [], left)[0]
-            line = self.proc.stdout.readline() if ready else ""
+            line = self._read_line(timeout_s)
         except OSError:  # it died before reading the request
-            pass
+            line = ""
         if line:
             return json.loads(line)
         self.kill()
-        if not ready:
+        if line is None:
             return None
         mib = RENDER_MEMORY_BYTES // 2**20
         return {"error": f"the rendering process died (exit code {self.proc.returncode}; {mib} MiB bound)"}

@@ -6,6 +6,7 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -40,8 +41,8 @@ from recreate.scaffold import ScaffoldError
 from recreate.scaffold.render import template_variables
 try:
     template_variables("{{ ('x'*100000)*3000 }}{{ task }}")
-except ScaffoldError as exc:
-    assert "memory" in str(exc)
+except ScaffoldError:
+    pass  # a bound of the worker: what matters is that this process built nothing
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
@@ -78,3 +79,45 @@ def test_a_proposal_with_a_runaway_template_fails_validation_with_the_reason(
     assert time.monotonic() - started < 10
     (problem,) = [str(p) for p in info.value.problems]
     assert problem.startswith("scaffold.yaml: instance_template: does not render") and reason in problem
+
+
+def test_a_worker_does_not_outlive_a_parent_killed_mid_render(tmp_path):
+    parent = f"""
+import functools, threading, time
+from recreate.scaffold.bounded import render_bounded
+render = functools.partial(render_bounded, {NESTED_LOOPS!r}, {{"task": "t"}}, timeout_s=60)
+threading.Thread(target=render).start()
+time.sleep(60)
+"""
+    proc = subprocess.Popen([sys.executable, "-c", parent])
+    try:
+        deadline = time.monotonic() + 30
+        while not (workers := _children(proc.pid)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert workers, "the render worker never started"
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 10
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(w) for w in workers)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
