@@ -25,7 +25,14 @@ from langgraph.graph.state import CompiledStateGraph
 from recreate.config import load_settings
 from recreate.domains.base import Domain, Task
 from recreate.experience.schema import Trajectory
-from recreate.models import Budget, BudgetExceeded, UsageLedger, make_chat_model, require_prices
+from recreate.models import (
+    Budget,
+    BudgetExceeded,
+    UsageLedger,
+    make_chat_model,
+    price_overrides,
+    require_prices,
+)
 from recreate.optimizer.loop import EvolveConfig, EvolveLoop
 from recreate.scaffold import Scaffold, ScaffoldStore, load_scaffold
 
@@ -65,6 +72,7 @@ class ReCreateOptimizer:
     ):
         self.settings = load_settings(home=home)
         self.settings.prices = {**self.settings.prices, **(prices or {})}
+        price_overrides(self.settings.prices)  # a malformed price fails here, not in the middle of the run
         models = {"agent": _model_spec(agent_model), "optimizer": _model_spec(optimizer_model)}
         require_prices(models, budget, self.settings.prices, self.settings.base_url)
         self.config = config or EvolveConfig(max_concurrency=max_concurrency)

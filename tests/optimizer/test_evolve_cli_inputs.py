@@ -133,3 +133,9 @@ def test_unpriced_model_under_a_usd_budget_is_refused_before_any_call(monkeypatc
         args = ["--model", remote, *(["--budget-usd", "5"] if ok[0] == "--price" else []), *ok]
         code, err = evolve(monkeypatch, capsys, recreate_home, *args)
         assert code == 2 and "cannot reach the model endpoint" in one_line(err)  # past the price check
+
+
+def test_a_malformed_price_in_recreate_toml_is_one_line_before_the_run(monkeypatch, capsys, recreate_home):
+    (recreate_home.parent / "recreate.toml").write_text('[recreate.prices]\n"m" = {input = "cheap"}\n')
+    code, err = evolve(monkeypatch, capsys, recreate_home, "--model", f"m@{UNREACHABLE}")
+    assert code == 2 and "price of 'm'" in one_line(err) and "--price MODEL=IN,OUT" in err
