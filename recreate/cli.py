@@ -63,14 +63,13 @@ def main() -> None:
         code = app(standalone_mode=False)  # returns the exit code of a typer.Exit instead of raising
     except SystemExit as exc:
         code = exc.code
+    except typer.Abort:
+        sys.exit(1)
     except Exception as exc:  # user-facing errors: one line, exit 2
-        from click.exceptions import Abort, ClickException
-
-        if isinstance(exc, ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, Abort):
-            sys.exit(1)
+        format_message = getattr(exc, "format_message", None)
+        if callable(format_message):  # a usage error (typer's own or click's): "Invalid value for '--x': ..."
+            typer.echo(f"error: {' '.join(str(format_message()).split())}", err=True)
+            sys.exit(getattr(exc, "exit_code", 2))
         if _state["debug"]:
             raise
         typer.echo(f"error: {_one_line(exc)}", err=True)

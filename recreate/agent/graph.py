@@ -124,6 +124,7 @@ class DomainAgent:
         self.limits = scaffold.limits
         info = model_info(model, provider)
         self.model_name = info.name
+        self.endpoint = getattr(model, "openai_api_base", None)  # prices: a local endpoint's calls are free
         self.recorder = TrajectoryRecorder(
             scaffold=scaffold.scaffold_ref(),
             domain=domain or scaffold.domain,
@@ -143,7 +144,7 @@ class DomainAgent:
                 [{"type": "function", "function": spec} for spec in tool_specs(scaffold)]
             )
         if ledger is not None:
-            bound = bound.with_config(callbacks=[LedgerCallback(ledger, "agent", self.model_name)])
+            bound = bound.with_config(callbacks=[LedgerCallback.for_model(ledger, "agent", model)])
         self.llm = bound
         self.pass_seed = "seed" in getattr(type(model), "model_fields", {})
         self._sessions: dict[str, tuple[ToolBox, bool]] = {}  # trajectory id -> (toolbox, owned)
@@ -210,7 +211,7 @@ class DomainAgent:
             reply = self.llm.invoke(messages, **kwargs)
         except BudgetExceeded as exc:
             return {"exit_status": "max_cost", "error": str(exc)}
-        step = step_record(state["steps"], reply, len(messages), started, self.model_name)
+        step = step_record(state["steps"], reply, len(messages), started, self.model_name, self.endpoint)
         return {
             "messages": [reply],
             "steps": state["steps"] + 1,

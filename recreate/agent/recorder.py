@@ -85,7 +85,9 @@ def _logprob(entry: dict[str, Any]) -> float:
     return float(entry["logprob"])
 
 
-def usage_of(message: AIMessage, model_name: str, prices: dict | None = None) -> Usage:
+def usage_of(
+    message: AIMessage, model_name: str, prices: dict | None = None, base_url: str | None = None
+) -> Usage:
     meta = message.usage_metadata or {}
     raw = (message.response_metadata or {}).get("token_usage") or {}
     prompt = int(meta.get("input_tokens", raw.get("prompt_tokens", 0)) or 0)
@@ -94,15 +96,24 @@ def usage_of(message: AIMessage, model_name: str, prices: dict | None = None) ->
     if isinstance(raw.get("cost"), int | float):
         cost: float | None = float(raw["cost"])
     else:
-        cost = price_call(model_name, prompt, cached, completion, prices)
+        cost = price_call(model_name, prompt, cached, completion, prices, base_url=base_url)
     return Usage(prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached, cost_usd=cost)
 
 
-def step_record(index: int, message: AIMessage, message_index: int, started_at: str, model_name: str) -> Step:
+def step_record(
+    index: int,
+    message: AIMessage,
+    message_index: int,
+    started_at: str,
+    model_name: str,
+    base_url: str | None = None,
+) -> Step:
     token_ids, logprobs = _token_ids_and_logprobs(message)
     return Step(
         index=index,
-        usage=usage_of(message, (message.response_metadata or {}).get("model_name") or model_name),
+        usage=usage_of(
+            message, (message.response_metadata or {}).get("model_name") or model_name, base_url=base_url
+        ),
         token_ids=token_ids,
         logprobs=logprobs,
         message_index=message_index,

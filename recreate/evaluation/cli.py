@@ -48,6 +48,7 @@ def eval_command(
     from recreate.evaluation.metrics import summarize
     from recreate.evaluation.report import print_summary, write_chart, write_html, write_json
     from recreate.evaluation.rollout import Rollouts
+    from recreate.models import check_endpoint
     from recreate.scaffold import load_scaffold
 
     settings = load_settings()
@@ -85,8 +86,10 @@ def eval_command(
             finished.append(traj)
             write_json(out / "results.json", _results(info, title, finished, complete=False))
 
-    console.print(f"run [bold]{run_id}[/]: {len(tasks)} task(s) x {seeds} seed(s) -> {out}")
     cached = sum(rollouts.cached(t, s) is not None for t in tasks for s in range(seeds))
+    if cached < len(tasks) * seeds:
+        check_endpoint(spec, settings.base_url)
+    console.print(f"run [bold]{run_id}[/]: {len(tasks)} task(s) x {seeds} seed(s) -> {out}")
     if cached:
         console.print(f"resuming: {cached} rollout(s) already finished, not re-run")
     results = rollouts.run_many(

@@ -47,11 +47,51 @@ def agent_model_spec(spec: str | None, base_url: str | None) -> str:
     return LOCAL_SPEC
 
 
+def parse_budget_usd(value: str | None) -> float | None:
+    """--budget-usd: a positive number of USD, or 'none' for no USD limit."""
+    if value is None or value.strip().lower() == "none":
+        return None
+    try:
+        usd = float(value)
+    except ValueError:
+        usd = float("nan")
+    if not usd > 0:
+        raise typer.BadParameter(
+            f"{value!r}: give a positive number of USD, or 'none'", param_hint=["--budget-usd"]
+        )
+    return usd
+
+
+def parse_prices(items: list[str]) -> dict[str, list[float]]:
+    """--price MODEL=IN,OUT (USD per 1M input and output tokens) -> {MODEL: [IN, OUT]}."""
+    prices: dict[str, list[float]] = {}
+    for item in items:
+        model, _, rates = item.rpartition("=")
+        try:
+            values = [float(v) for v in rates.split(",")]
+        except ValueError:
+            values = []
+        if not model or len(values) != 2 or min(values) < 0:
+            raise typer.BadParameter(
+                f"{item!r}: give MODEL=IN,OUT in USD per 1M tokens, e.g. gpt-4.1-mini=0.4,1.6",
+                param_hint=["--price"],
+            )
+        prices[model] = values
+    return prices
+
+
 def projected_cost(
-    cfg: EvolveConfig, *, n_val: int, scaffold_chars: int, max_steps: int, agent: str, optimizer: str
+    cfg: EvolveConfig,
+    *,
+    n_val: int,
+    scaffold_chars: int,
+    max_steps: int,
+    agent: str,
+    optimizer: str,
+    prices: dict | None = None,
 ) -> list[tuple[str, int, int, float | None]]:
     """Upper-bound preview: (role, calls, tokens, USD or None when the price is unknown)."""
-    from recreate.models import parse_spec, price_call
+    from recreate.models import price_call
 
     rollouts = n_val * cfg.val_seeds * (1 + 2 * cfg.rounds) + cfg.batch_size * cfg.rounds  # parent re-scored
     prompt = scaffold_chars // 4 + 1500  # scaffold + task + a few observations, in tokens
@@ -68,9 +108,7 @@ def projected_cost(
     out = []
     for role, calls, tokens, model in rows:
         completion = calls * 400
-        out.append(
-            (role, calls, tokens, price_call(parse_spec(model)[1], tokens - completion, 0, completion))
-        )
+        out.append((role, calls, tokens, price_call(model, tokens - completion, 0, completion, prices)))
     return out
 
 
@@ -87,10 +125,15 @@ def evolve_command(
     evaluator: str = typer.Option(
         None, "--evaluator", help="jsonl domain: evaluator command or module:function."
     ),
-    budget_usd: float = typer.Option(None, "--budget-usd", help="Stop (resumably) after this much spend."),
-    max_tokens: int = typer.Option(None, "--max-tokens"),
-    max_rollouts: int = typer.Option(None, "--max-rollouts"),
-    max_wall_s: float = typer.Option(None, "--max-wall-s"),
+    budget_usd: str = typer.Option(
+        None, "--budget-usd", help="Stop (resumably) after this much spend in USD; 'none' for no USD limit."
+    ),
+    price: list[str] = typer.Option(
+        [], "--price", help="MODEL=IN,OUT: the model's USD per 1M input/output tokens (repeatable)."
+    ),
+    max_tokens: int = typer.Option(None, "--max-tokens", min=1),
+    max_rollouts: int = typer.Option(None, "--max-rollouts", min=1),
+    max_wall_s: float = typer.Option(None, "--max-wall-s", min=0.001),
     concurrency: int = typer.Option(4, "--concurrency", min=1),
     rounds: int = typer.Option(3, "--rounds", min=1),
     batch_size: int = typer.Option(4, "--batch-size", min=1),
@@ -104,6 +147,7 @@ def evolve_command(
     val_seeds: int = typer.Option(1, "--val-seeds", min=1, help="Validation runs per task and version."),
     sandbox: str = typer.Option(None, "--sandbox", help="bwrap (default), docker or local."),
     resume: str = typer.Option(None, "--resume", help="Resume the run with this id."),
+    force: bool = typer.Option(False, "--force", help="Resume even where the stored run config differs."),
     run_id: str = typer.Option(None, "--run-id", help="Name a new run."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan and projected cost, spend nothing."),
     ablate: list[str] = typer.Option([], "--ablate", help=f"Ablation: {', '.join(ABLATIONS)}."),
@@ -114,7 +158,7 @@ def evolve_command(
 ) -> None:
     """Evolve a seed scaffold into a better, validated one (ReCreate)."""
     from recreate.domains import get_domain
-    from recreate.models import Budget
+    from recreate.models import Budget, check_endpoint
     from recreate.optimizer import Ablations, EvolveConfig, ReCreateOptimizer
     from recreate.optimizer.report import write_report
     from recreate.scaffold import load_scaffold
@@ -123,6 +167,13 @@ def evolve_command(
     if unknown:
         raise typer.BadParameter(f"unknown ablation(s) {unknown}; choose from {', '.join(ABLATIONS)}")
     settings = load_settings(home=home)
+    usd = parse_budget_usd(budget_usd)
+    prices = {**settings.prices, **parse_prices(price)}
+    if resume and not (settings.home / "runs" / resume / "config.json").is_file():
+        raise typer.BadParameter(
+            f"no run {resume!r} under {settings.home / 'runs'}; start one with --run-id {resume}",
+            param_hint=["--resume"],
+        )
     options = {"evaluator": evaluator} if evaluator else {}
     dom = get_domain(domain, data=data, **options)
     train, val = dom.tasks("train")[:train_limit], dom.tasks("val")[:val_limit]
@@ -140,7 +191,7 @@ def evolve_command(
     seed_scaffold = load_scaffold(seed)
     if dry_run:
         agent = model or settings.model or "unknown"
-        _preview(cfg, seed_scaffold, len(train), len(val), agent, optimizer_model or agent)
+        _preview(cfg, seed_scaffold, len(train), len(val), agent, optimizer_model or agent, prices)
         return
     agent = agent_model_spec(model or settings.model, settings.base_url)
     optimizer = optimizer_model or settings.optimizer_model or agent
@@ -150,12 +201,16 @@ def evolve_command(
             models = _local_models(stack, settings.home, agent, optimizer)
         opt = ReCreateOptimizer(
             **models,
-            budget=Budget(max_usd=budget_usd, max_tokens=max_tokens),
+            budget=Budget(max_usd=usd, max_tokens=max_tokens),
             sandbox=sandbox or settings.sandbox,
             max_concurrency=concurrency,
             home=settings.home,
             config=cfg,
+            prices=prices,
         )
+        for spec in dict.fromkeys((models["agent_model"], models["optimizer_model"])):
+            if isinstance(spec, str):
+                check_endpoint(spec, settings.base_url)
         result = opt.optimize(
             seed=seed_scaffold,
             domain=dom,
@@ -163,6 +218,7 @@ def evolve_command(
             valset=val,
             run_id=resume or run_id,
             allow_train_as_val=allow_train_as_val,
+            force=force,
         )
     report = write_report(result, result.run_dir / "report")
     if result.final:
@@ -187,7 +243,9 @@ def _local_models(stack: contextlib.ExitStack, home: Path, agent: str, optimizer
     }
 
 
-def _preview(cfg: EvolveConfig, seed, n_train: int, n_val: int, agent: str, optimizer: str) -> None:
+def _preview(
+    cfg: EvolveConfig, seed, n_train: int, n_val: int, agent: str, optimizer: str, prices: dict
+) -> None:
     from recreate.optimizer.synthesis import scaffold_size
 
     table = Table(
@@ -202,6 +260,7 @@ def _preview(cfg: EvolveConfig, seed, n_train: int, n_val: int, agent: str, opti
         max_steps=seed.limits.max_steps,
         agent=agent,
         optimizer=optimizer,
+        prices=prices,
     )
     for role, calls, tokens, usd in rows:
         table.add_row(role, str(calls), f"{tokens:,}", "unknown price" if usd is None else f"${usd:.2f}")

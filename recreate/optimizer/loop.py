@@ -131,6 +131,8 @@ class EvolveLoop:
         self._wall_before: float = spent.get("wall_s", 0.0)
         self.started = time.monotonic()
         self._spent_lock = threading.Lock()
+        self._rollouts_running = 0  # reserved against max_rollouts, not yet paid or found cached
+        self._rollout_slots = threading.Condition(self._spent_lock)
 
     # -- budget ------------------------------------------------------------------------------------
     def wall_s(self) -> float:
@@ -141,6 +143,10 @@ class EvolveLoop:
         self._save_spent()
         if cfg.max_rollouts is not None and self.rollouts_paid >= cfg.max_rollouts:
             raise BudgetExceeded("rollouts", self.rollouts_paid, cfg.max_rollouts)
+        self._check_wall()
+
+    def _check_wall(self) -> None:
+        cfg = self.config
         elapsed = self.wall_s()
         if cfg.max_wall_s is not None and elapsed >= cfg.max_wall_s:
             raise BudgetExceeded("wall_s", elapsed, cfg.max_wall_s)
@@ -152,13 +158,31 @@ class EvolveLoop:
             tmp.write_text(json.dumps(spent))
             tmp.replace(self._spent_file)
 
+    def _reserve_rollout(self) -> None:
+        """Take a slot under max_rollouts, waiting while rollouts already running could fill it: with
+        N rollouts at a time the limit is never overshot (a cached one frees its slot unpaid)."""
+        self._save_spent()
+        limit = self.config.max_rollouts
+        with self._rollout_slots:
+            while limit is not None and self.rollouts_paid + self._rollouts_running >= limit:
+                if self.rollouts_paid >= limit:
+                    raise BudgetExceeded("rollouts", self.rollouts_paid, limit)
+                self._rollout_slots.wait()
+            self._rollouts_running += 1
+
     def _run(self, scaffold: Scaffold, task: Task, seed: int) -> Trajectory:
-        self._check_limits()
-        traj, cached = _isolated(self.rollout, scaffold, task, seed)
-        if not cached:
-            with self._spent_lock:
-                self.rollouts_paid += 1
-            self._save_spent()
+        self._reserve_rollout()
+        cached = True  # a failed rollout is not paid
+        try:
+            self._check_wall()
+            traj, cached = _isolated(self.rollout, scaffold, task, seed)
+        finally:
+            with self._rollout_slots:
+                self._rollouts_running -= 1
+                if not cached:
+                    self.rollouts_paid += 1
+                self._rollout_slots.notify_all()
+        self._save_spent()
         return traj
 
     def evaluate(self, scaffold: Scaffold, gate_round: int) -> tuple[dict[str, float], list[str]]:

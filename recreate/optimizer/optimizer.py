@@ -25,7 +25,14 @@ from langgraph.graph.state import CompiledStateGraph
 from recreate.config import load_settings
 from recreate.domains.base import Domain, Task
 from recreate.experience.schema import Trajectory
-from recreate.models import Budget, BudgetExceeded, UsageLedger, make_chat_model
+from recreate.models import (
+    Budget,
+    BudgetExceeded,
+    UsageLedger,
+    make_chat_model,
+    price_overrides,
+    require_prices,
+)
 from recreate.optimizer.loop import EvolveConfig, EvolveLoop
 from recreate.scaffold import Scaffold, ScaffoldStore, load_scaffold
 
@@ -62,10 +69,15 @@ class ReCreateOptimizer:
         home: str | Path | None = None,
         config: EvolveConfig | None = None,
         agent_options: dict[str, Any] | None = None,
+        prices: dict[str, Any] | None = None,
     ):
         """`agent_options`: passed to every domain agent (`build_domain_agent`): action_format,
         temperature, max_tokens, logprobs."""
         self.settings = load_settings(home=home)
+        self.settings.prices = {**self.settings.prices, **(prices or {})}
+        price_overrides(self.settings.prices)  # a malformed price fails here, not in the middle of the run
+        models = {"agent": _model_spec(agent_model), "optimizer": _model_spec(optimizer_model)}
+        require_prices(models, budget, self.settings.prices, self.settings.base_url)
         self.config = config or EvolveConfig(max_concurrency=max_concurrency)
         self.config.max_concurrency = max_concurrency
         self.budget = budget
@@ -80,9 +92,8 @@ class ReCreateOptimizer:
             return make_chat_model(spec, role=role, ledger=ledger, base_url=self.settings.base_url)
         from recreate.models import LedgerCallback
 
-        name = getattr(spec, "model_name", None) or type(spec).__name__
         # a copy with the ledger among its own callbacks: a with_config binding loses them at bind_tools
-        callbacks = [*(spec.callbacks or []), LedgerCallback(ledger, role, name)]  # type: ignore[misc]
+        callbacks = [*(spec.callbacks or []), LedgerCallback.for_model(ledger, role, spec)]  # type: ignore[misc]
         return spec.model_copy(update={"callbacks": callbacks})
 
     def build(
@@ -95,9 +106,11 @@ class ReCreateOptimizer:
         run_id: str | None = None,
         allow_train_as_val: bool = False,
         checkpointer: Any = "run",
+        force: bool = False,
     ) -> tuple[CompiledStateGraph, dict[str, Any], EvolveLoop, UsageLedger]:
         """The compiled loop, its run config, the loop object and the run's ledger. `checkpointer`:
-        "run" (the run's own SQLite file, what makes `--resume` work), None, or any LangGraph saver."""
+        "run" (the run's own SQLite file, what makes `--resume` work), None, or any LangGraph saver.
+        Resuming a run with another config raises `EvolveError` naming the keys, unless `force`."""
         if not trainset:
             raise EvolveError("the training set is empty: give at least one task")
         if not valset:
@@ -111,9 +124,27 @@ class ReCreateOptimizer:
         run_id = run_id or f"evolve-{uuid.uuid4().hex[:8]}"
         run_dir = self.settings.home / "runs" / run_id
         run_dir.mkdir(parents=True, exist_ok=True)
-        ledger = UsageLedger(run_dir / "ledger.jsonl", budget=self.budget, prices=self.settings.prices)
         seed_scaffold = seed if isinstance(seed, Scaffold) else load_scaffold(seed, store=self.scaffolds)
         seed_ref = self.scaffolds.commit(seed_scaffold, message=f"seed of {run_id}", set_head=False).ref
+        run_config = {
+            "run_id": run_id,
+            "seed_ref": seed_ref,
+            "domain": domain.name,
+            "agent_model": _model_spec(self.agent_model),
+            "optimizer_model": _model_spec(self.optimizer_model),
+            "evolve": _jsonable(self.config),
+            "train": [t.id for t in trainset],
+            "val": [t.id for t in valset],
+        }
+        stored = run_dir / "config.json"
+        if stored.is_file() and not force:
+            differing = config_differences(json.loads(stored.read_text(encoding="utf-8")), run_config)
+            if differing:
+                raise EvolveError(
+                    f"run {run_id!r} was started with another config ({', '.join(differing)} differ): "
+                    "resume it with the same options, or pass --force (force=True) to go on with these"
+                )
+        ledger = UsageLedger(run_dir / "ledger.jsonl", budget=self.budget, prices=self.settings.prices)
         loop = EvolveLoop(
             domain=domain,
             trainset=trainset,
@@ -138,20 +169,7 @@ class ReCreateOptimizer:
             "max_concurrency": self.config.max_concurrency,
             "recursion_limit": 10 + 6 * self.config.rounds,
         }
-        (run_dir / "config.json").write_text(
-            json.dumps(
-                {
-                    "run_id": run_id,
-                    "seed_ref": seed_ref,
-                    "domain": domain.name,
-                    "evolve": _jsonable(self.config),
-                    "train": [t.id for t in trainset],
-                    "val": [t.id for t in valset],
-                },
-                indent=1,
-            ),
-            encoding="utf-8",
-        )
+        stored.write_text(json.dumps(run_config, indent=1), encoding="utf-8")
         return graph, cfg, loop, ledger
 
     def _rollout_fn(self, domain: Domain, ledger: UsageLedger, run_id: str):
@@ -198,6 +216,7 @@ class ReCreateOptimizer:
         valset: list[Task],
         run_id: str | None = None,
         allow_train_as_val: bool = False,
+        force: bool = False,
     ) -> EvolveResult:
         graph, cfg, loop, ledger = self.build(
             seed=seed,
@@ -206,6 +225,7 @@ class ReCreateOptimizer:
             valset=valset,
             run_id=run_id,
             allow_train_as_val=allow_train_as_val,
+            force=force,
         )
         stopped = None
         try:
@@ -235,6 +255,35 @@ class ReCreateOptimizer:
         """The evolve loop as a compiled LangGraph graph. Without a checkpointer by default, for
         langgraph.json / LangGraph Studio, whose server brings its own."""
         return self.build(checkpointer=checkpointer, **build_kwargs)[0]
+
+
+# limits a resumed run may change (a run stopped by its budget is resumed with a larger one)
+_RESUMABLE_KEYS = frozenset({"evolve.max_rollouts", "evolve.max_wall_s", "evolve.max_concurrency"})
+
+
+def config_differences(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """Dotted keys whose values differ between a run's stored config and the one asked for now."""
+
+    def flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in d.items():
+            if isinstance(value, dict):
+                out |= flat(value, f"{prefix}{key}.")
+            else:
+                out[f"{prefix}{key}"] = value
+        return out
+
+    old, new = flat(stored), flat(current)
+    return sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and k not in _RESUMABLE_KEYS)
+
+
+def _model_spec(model: str | BaseChatModel) -> str:
+    """A model as a spec string: the spec itself, or a chat model's name (@ its endpoint, if any)."""
+    if isinstance(model, str):
+        return model
+    name = getattr(model, "model_name", None) or getattr(model, "model", None) or type(model).__name__
+    url = getattr(model, "openai_api_base", None)
+    return f"{name}@{url}" if url else str(name)
 
 
 def _proposal_brief(result: dict[str, Any]) -> dict[str, Any]:

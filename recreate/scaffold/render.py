@@ -1,7 +1,8 @@
 """Render a scaffold's prompts for a task.
 
 Templates are Jinja2 under StrictUndefined in an immutable sandboxed environment: prompts may be
-written by a model, and rendering one must never reach host code.
+written by a model, and rendering one must never reach host code, nor hang or exhaust the host (they
+render in a bounded worker process, see `recreate.scaffold.bounded`).
 
 System prompt variables: name, domain, description, action_format, limits, tools (name, description).
 Instance template variables: task (required), task_id, workdir, files, domain, action_format, limits,
@@ -13,10 +14,10 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from jinja2 import StrictUndefined, Template, TemplateError, meta
+from jinja2 import StrictUndefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from recreate.scaffold.errors import ScaffoldError
+from recreate.scaffold.bounded import names_bounded, render_bounded
 from recreate.scaffold.model import Scaffold
 
 _env = ImmutableSandboxedEnvironment(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
@@ -49,32 +50,17 @@ def instance_variables(scaffold: Scaffold, task: str, **extra: Any) -> dict[str,
     return values
 
 
-@lru_cache(maxsize=512)
-def _compiled(source: str) -> Template:
-    return _env.from_string(source)
-
-
 def render_template(source: str, variables: dict[str, Any], what: str = "template") -> str:
-    try:
-        return _compiled(source).render(**variables)
-    except TemplateError as exc:
-        line = getattr(exc, "lineno", None)
-        where = f" (line {line})" if line else ""
-        raise ScaffoldError(f"{what}{where}: {exc}") from exc
-    except (
-        TypeError,
-        ValueError,
-        ArithmeticError,
-        LookupError,
-        AttributeError,
-    ) as exc:  # raised by expressions
-        raise ScaffoldError(f"{what}: {type(exc).__name__}: {exc}") from exc
+    """Render an (untrusted) template under the time, memory and output bounds of `render_bounded`."""
+    return render_bounded(source, variables, what)
 
 
 @lru_cache(maxsize=512)
 def template_variables(source: str) -> frozenset[str]:
-    """Names a template reads from its context (raises jinja2.TemplateSyntaxError)."""
-    return frozenset(meta.find_undeclared_variables(_env.parse(source)))
+    """Names a template reads from its context (raises jinja2.TemplateSyntaxError, or ScaffoldError
+    when finding them hits a bound)."""
+    _env.parse(source)  # parsing evaluates nothing; a syntax error is raised here
+    return names_bounded(source)
 
 
 def render_rules(scaffold: Scaffold) -> str:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from filelock import FileLock
 from pydantic import BaseModel, Field
 
+from recreate.jsonl import append_jsonl, read_jsonl
 from recreate.scaffold.diff import ScaffoldDiff, diff_scaffolds
 from recreate.scaffold.errors import ScaffoldError
 from recreate.scaffold.files import read_dir, write_dir
@@ -264,12 +265,8 @@ class ScaffoldStore:
             "scores": scores,
             **details,
         }
-        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
-        with (
-            self._locked(info.name),
-            open(self._version_dir(info.name, info.version) / "scores.jsonl", "a") as fh,
-        ):
-            fh.write(line)
+        with self._locked(info.name):
+            append_jsonl(self._version_dir(info.name, info.version) / "scores.jsonl", [record], default=str)
         return self.resolve(info.ref)
 
     # -- internals -------------------------------------------------------------------------------
@@ -305,8 +302,7 @@ class ScaffoldStore:
             "head": f"v{version}",
             **details,
         }
-        with open(folder / "events.jsonl", "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record) + "\n")
+        append_jsonl(folder / "events.jsonl", [record])
 
     def _info(self, name: str, version: int) -> VersionInfo:
         folder = self._version_dir(name, version)
@@ -316,9 +312,7 @@ class ScaffoldStore:
             raise ScaffoldError(f"{folder}/meta.json: unreadable ({exc})") from exc
         scores = folder / "scores.jsonl"
         if scores.exists():
-            info.scores = [
-                json.loads(line) for line in scores.read_text(encoding="utf-8").split("\n") if line
-            ]
+            info.scores = read_jsonl(scores)  # a line torn by a killed writer is skipped, with a warning
         return info
 
 

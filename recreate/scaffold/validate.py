@@ -92,6 +92,9 @@ def _template_problems(scaffold: Scaffold) -> list[Problem]:
                 Problem(SCAFFOLD_FILE, field, f"template syntax error at line {exc.lineno}: {exc.message}")
             )
             continue
+        except ScaffoldError as exc:  # a bound hit while reading its variables
+            problems.append(Problem(SCAFFOLD_FILE, field, str(exc)))
+            continue
         unknown = sorted(used - set(variables))
         if unknown:
             problems.append(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -150,6 +151,26 @@ def test_scores_attach_later_without_touching_the_version(store, scaffold):
     assert after.scores[0]["n_tasks"] == 8
     assert tree_snapshot(store.root / "demo/v1/scaffold") == version_files
     assert store.resolve("demo@v1").hash == info.hash
+
+
+def test_a_scores_line_torn_by_a_kill_is_skipped_with_a_warning(store, scaffold, caplog):
+    from typer.testing import CliRunner
+
+    from recreate.scaffold.cli import app
+
+    store.commit(scaffold)
+    store.attach_scores("demo@v1", {"val_pass_rate": 0.5}, label="gate")
+    scores = store.root / "demo/v1/scores.jsonl"
+    with scores.open("a") as fh:
+        fh.write('{"at": "2026-12-03T10:00:00+00:00", "label": "val", "sco')  # killed mid-write
+    with caplog.at_level(logging.WARNING):
+        assert [s["label"] for s in store.resolve("demo@v1").scores] == ["gate"]
+        assert store.load("demo@v1").ref == "demo@v1"
+    assert f"{scores} line 2 is not JSON" in caplog.text
+    after = store.attach_scores("demo@v1", {"val_pass_rate": 0.75}, label="rerun")
+    assert [s["label"] for s in after.scores] == ["gate", "rerun"]  # the new row got a line of its own
+    log = CliRunner().invoke(app, ["log", "demo", "--store", str(store.root)], env={"COLUMNS": "200"})
+    assert log.exit_code == 0 and "val_pass_rate=0.75" in log.output
 
 
 def test_hand_edited_versions_are_detected(store, scaffold):

@@ -1,0 +1,141 @@
+"""`recreate evolve` refuses bad input before any model call, in one line that names the option."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from recreate.cli import main
+from recreate.domains import get_domain
+from recreate.experience.store import ExperienceStore
+from recreate.optimizer import EvolveConfig, EvolveError, ReCreateOptimizer
+from tests.optimizer.script import EVALUATOR, WORDS
+from tests.optimizer.test_evolve import SEED
+
+UNREACHABLE = "http://127.0.0.1:9/v1"  # the discard port: connection refused
+
+
+def evolve(monkeypatch, capsys, home: Path, *extra: str) -> tuple[int, str]:
+    """Run `recreate evolve` in this process; -> (exit code, stderr)."""
+    argv = [
+        "recreate",
+        "evolve",
+        "--seed",
+        str(SEED),
+        "--domain",
+        "jsonl",
+        "--data",
+        str(WORDS / "tasks.jsonl"),
+    ]
+    argv += ["--evaluator", EVALUATOR, "--rounds", "1", "--batch-size", "2", "--home", str(home), *extra]
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setenv("RECREATE_EMBEDDING", "hash")
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "RECREATE_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(SystemExit) as done:
+        main()
+    return done.value.code, capsys.readouterr().err
+
+
+def one_line(err: str) -> str:
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--budget-usd", "0"),
+        ("--budget-usd", "-1"),
+        ("--budget-usd", "lots"),
+        ("--max-tokens", "0"),
+        ("--max-rollouts", "-3"),
+        ("--max-wall-s", "0"),
+        ("--rounds", "0"),
+        ("--price", "gpt-x=1"),
+    ],
+)
+def test_bad_numbers_are_one_line_naming_the_option(
+    monkeypatch, capsys, recreate_home, openai_server, option, value
+):
+    code, err = evolve(monkeypatch, capsys, recreate_home, "--model", f"m@{openai_server.url}", option, value)
+    assert code == 2 and f"'{option}'" in one_line(err)
+    assert not openai_server.requests
+
+
+def test_resume_of_an_unknown_run_is_refused(monkeypatch, capsys, recreate_home, openai_server):
+    code, err = evolve(
+        monkeypatch, capsys, recreate_home, "--model", f"m@{openai_server.url}", "--resume", "nope"
+    )
+    assert code == 2 and "'--resume'" in one_line(err) and "no run 'nope'" in err and "--run-id nope" in err
+    assert not (recreate_home / "runs" / "nope").exists() and not openai_server.requests
+
+
+def _build_run(home: Path, url: str, force: bool = False, **config) -> None:
+    """A run as `evolve --rounds 1 --batch-size 2` leaves it once started (its config stored)."""
+    domain = get_domain("jsonl", data=WORDS / "tasks.jsonl", evaluator=EVALUATOR)
+    ReCreateOptimizer(
+        optimizer_model=f"m@{url}",
+        agent_model=f"m@{url}",
+        home=home,
+        sandbox="local",
+        experience=ExperienceStore(home / "experience", embedding="hash"),
+        config=EvolveConfig(**{"rounds": 1, "batch_size": 2} | config),
+    ).build(
+        seed=SEED,
+        domain=domain,
+        trainset=domain.tasks("train"),
+        valset=domain.tasks("val"),
+        run_id="r1",
+        force=force,
+    )
+
+
+def test_resume_with_another_config_names_the_keys(monkeypatch, capsys, recreate_home, openai_server):
+    _build_run(recreate_home, openai_server.url)
+    code, err = evolve(
+        monkeypatch, capsys, recreate_home, "--model", f"m@{openai_server.url}", "--resume", "r1",
+        "--batch-size", "3", "--val-limit", "1", "--max-rollouts", "50",
+    )  # fmt: skip
+    assert code == 2 and "evolve.batch_size, val differ" in one_line(err) and "--force" in err
+    assert not openai_server.requests
+
+
+def test_force_accepts_another_config_and_budgets_may_change(recreate_home, openai_server):
+    _build_run(recreate_home, openai_server.url)
+    with pytest.raises(EvolveError, match="evolve.batch_size differ"):
+        _build_run(recreate_home, openai_server.url, batch_size=3)
+    _build_run(recreate_home, openai_server.url, max_rollouts=9, max_wall_s=60.0)  # a larger budget: fine
+    _build_run(recreate_home, openai_server.url, batch_size=3, force=True)
+    stored = json.loads((recreate_home / "runs" / "r1" / "config.json").read_text())
+    assert stored["evolve"]["batch_size"] == 3  # the accepted config is the run's config from now on
+
+
+def test_unreachable_endpoint_is_one_line_with_the_url(monkeypatch, capsys, recreate_home):
+    started = time.monotonic()
+    code, err = evolve(monkeypatch, capsys, recreate_home, "--model", f"m@{UNREACHABLE}")
+    assert code == 2 and f"cannot reach the model endpoint {UNREACHABLE}" in one_line(err)
+    assert time.monotonic() - started < 20  # not minutes of retries
+
+
+def test_unpriced_model_under_a_usd_budget_is_refused_before_any_call(monkeypatch, capsys, recreate_home):
+    remote = "mystery-model@http://models.example.invalid/v1"
+    code, err = evolve(monkeypatch, capsys, recreate_home, "--model", remote, "--budget-usd", "5")
+    assert code == 2 and "no price known for the agent model" in one_line(err)
+    for fix in ("--price mystery-model=IN,OUT", "--max-tokens", "--budget-usd none"):
+        assert fix in err
+    assert not (recreate_home / "runs").exists()
+    for ok in (["--price", "mystery-model=0.5,1.5"], ["--budget-usd", "none"], ["--max-tokens", "9000"]):
+        args = ["--model", remote, *(["--budget-usd", "5"] if ok[0] == "--price" else []), *ok]
+        code, err = evolve(monkeypatch, capsys, recreate_home, *args)
+        assert code == 2 and "cannot reach the model endpoint" in one_line(err)  # past the price check
+
+
+def test_a_malformed_price_in_recreate_toml_is_one_line_before_the_run(monkeypatch, capsys, recreate_home):
+    (recreate_home.parent / "recreate.toml").write_text('[recreate.prices]\n"m" = {input = "cheap"}\n')
+    code, err = evolve(monkeypatch, capsys, recreate_home, "--model", f"m@{UNREACHABLE}")
+    assert code == 2 and "price of 'm'" in one_line(err) and "--price MODEL=IN,OUT" in err
