@@ -179,7 +179,7 @@ def run_checks(model: str | None = None, base_url: str | None = None) -> list[Ch
         (
             "local models",
             functools.partial(check_local_models, settings.home),
-            not (model or settings.model or base_url or settings.base_url or os.environ.get("OPENAI_API_KEY")),
+            not any((model, settings.model, base_url, settings.base_url, os.environ.get("OPENAI_API_KEY"))),
         ),
         (
             "model endpoint",
