@@ -46,8 +46,8 @@ def _print_dataset(dataset, source: Path) -> None:
 
 @app.command()
 def train(
-    logs: Path = typer.Option(..., "--logs", help="Trajectory JSON file, directory or experience store."),
-    model: str = typer.Option(..., "--model", help="HF model name or local directory."),
+    logs: Path = typer.Option(None, "--logs", help="Trajectory JSON file, directory or experience store."),
+    model: str = typer.Option(None, "--model", help="HF model name or local directory."),
     algo: str = typer.Option(None, "--algo", help="grpo, dapo, dr_grpo, gspo, gspo_token, ctpo or tapo."),
     config_file: Path = typer.Option(None, "--config", help="TOML/YAML file of TrainConfig settings."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only load the data and print its summary."),
@@ -57,8 +57,32 @@ def train(
     max_steps: int = typer.Option(None, "--max-steps", help="Stop after this many optimizer steps."),
     epochs: int = typer.Option(None, "--epochs", help="Passes over the logged data."),
     lr: float = typer.Option(None, "--lr", help="Learning rate."),
+    online: bool = typer.Option(False, "--online", help="Sample with the agent as it trains (see below)."),
+    domain: str = typer.Option(None, "--domain", help="--online: the domain (math, jsonl, ...)."),
+    data: Path = typer.Option(None, "--data", help="--online: the domain's tasks file."),
+    evaluator: str = typer.Option(None, "--evaluator", help="--online, jsonl: the evaluator command."),
+    scaffold: Path = typer.Option(None, "--scaffold", help="--online: the agent's scaffold directory."),
+    iterations: int = typer.Option(8, "--iterations", min=1, help="--online: sample-train-serve rounds."),
+    group_size: int = typer.Option(4, "--group-size", min=2, help="--online: rollouts per task."),
+    tasks_per_iteration: int = typer.Option(8, "--tasks-per-iteration", min=1),
+    max_staleness: int = typer.Option(
+        0, "--max-staleness", min=0, help="--online: replay this many versions back."
+    ),
 ) -> None:
-    """Train MODEL on the trajectories under LOGS."""
+    """Train MODEL on the trajectories under LOGS; or, with --online, run the domain agent (SCAFFOLD) on
+    DOMAIN's training tasks against the served embedded model, train on what it did, serve the new
+    policy and repeat, measuring held-out pass@1 after every iteration."""
+    if online:
+        _train_online(
+            domain, data, evaluator, scaffold, algo=algo or "tapo", lr=lr, steps=max_steps,
+            iterations=iterations, group_size=group_size, tasks_per_iteration=tasks_per_iteration,
+            max_staleness=max_staleness, run_name=run_name,
+        )  # fmt: skip
+        return
+    if logs is None or model is None:
+        raise typer.BadParameter(
+            "--logs and --model are needed (or --online with --domain/--data/--scaffold)"
+        )
     from tapo_backend.hub import check_model_available
 
     check_model_available(model)  # before the training stack loads: offline, say so at once
@@ -95,6 +119,40 @@ def train(
         return
     result = run_training(config, logs, model, resume=resume, dataset=dataset)
     console.print(f"trained {result.steps} steps; model: {result.final_dir}; metrics: {result.metrics_path}")
+
+
+def _train_online(
+    domain: str | None, data: Path | None, evaluator: str | None, scaffold: Path | None, **options
+) -> None:
+    missing = [
+        name
+        for name, value in (("--domain", domain), ("--data", data), ("--scaffold", scaffold))
+        if not value
+    ]
+    if missing:
+        raise typer.BadParameter(f"--online needs {', '.join(missing)}")
+    from recreate.config import load_settings
+    from recreate.domains import get_domain
+    from recreate.finetune.online import OnlineConfig, online_train
+    from recreate.scaffold import load_scaffold
+
+    settings = load_settings()
+    dom = get_domain(domain, data=data, **({"evaluator": evaluator} if evaluator else {}))
+    config = OnlineConfig(
+        iterations=options["iterations"], group_size=options["group_size"],
+        tasks_per_iteration=options["tasks_per_iteration"], max_staleness=options["max_staleness"],
+        algo=options["algo"], **({"lr": options["lr"]} if options["lr"] else {}),
+        **({"steps_per_iteration": options["steps"]} if options["steps"] else {}),
+    )  # fmt: skip
+    run_dir = settings.home / "tapo" / (options["run_name"] or f"online-{dom.name}-{config.algo}")
+    rows = online_train(
+        scaffold=load_scaffold(scaffold), domain=dom, train_tasks=dom.tasks("train"),
+        val_tasks=dom.tasks("val"), run_dir=run_dir, home=settings.home, config=config,
+        sandbox=settings.sandbox, log=console.print,
+    )  # fmt: skip
+    console.print(
+        f"{len(rows) - 1} iterations; metrics: {run_dir / 'metrics.jsonl'}; policy: {rows[-1].policy}"
+    )
 
 
 @app.command()
