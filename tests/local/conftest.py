@@ -22,4 +22,3 @@ def embedded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
         yield home, server.info
     finally:
         server.stop()
-

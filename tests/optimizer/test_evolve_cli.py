@@ -55,16 +55,6 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env | {"RECREATE_EMBEDDING": "hash", "COLUMNS": "200"} | extra
 
 
-def test_no_endpoint_is_one_line_naming_the_ways(recreate_home):
-    res = subprocess.run(
-        evolve_args(recreate_home, None), capture_output=True, text=True, env=clean_env(), timeout=120
-    )
-    assert res.returncode == 2
-    assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
-    for way in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "--model"):
-        assert way in res.stderr
-
-
 def test_dry_run_previews_cost_without_calling(recreate_home, openai_server):
     args = evolve_args(recreate_home, None, "--dry-run", "--model", "openai:gpt-4.1-mini")
     res = subprocess.run(args, capture_output=True, text=True, env=clean_env(), timeout=120)
