@@ -116,13 +116,14 @@ class DomainAgent:
         trajectory_dir: Path | None = None,
         provider: str | None = None,
         domain: str | None = None,
+        policy: str | None = None,
     ):
         self.scaffold = scaffold
         self.sandbox = sandbox
         self.sandbox_spec = sandbox_spec or SandboxSpec()
         self.action_format = action_format or scaffold.action_format
         self.limits = scaffold.limits
-        info = model_info(model, provider)
+        info = model_info(model, provider, policy)
         self.model_name = info.name
         self.recorder = TrajectoryRecorder(
             scaffold=scaffold.scaffold_ref(),

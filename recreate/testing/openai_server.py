@@ -67,11 +67,14 @@ class ScriptedOpenAIServer:
         fault_rate: float = 0.0,
         fault_seed: int = 0,
         model: str = "scripted",
+        served_models: list[dict[str, Any]] | None = None,
     ):
         self.responder = responder
         self.latency_s = latency_s
         self.fault_rate = fault_rate
         self.model = model
+        # what GET /v1/models lists; e.g. {"id": ..., "owned_by": "vllm", "parent": ...} to pose as vLLM
+        self.served_models = served_models or [{"id": model, "object": "model"}]
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.faults_served = 0
@@ -212,9 +215,7 @@ def _make_handler(server: ScriptedOpenAIServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             if self.path.rstrip("/").endswith("/models"):
-                self._send(
-                    200, json.dumps({"object": "list", "data": [{"id": server.model, "object": "model"}]})
-                )
+                self._send(200, json.dumps({"object": "list", "data": server.served_models}))
             else:
                 self._send(200 if self.path == "/health" else 404, "{}")
 

@@ -1,0 +1,1 @@
+"""Local models served behind the OpenAI API on this machine (engines: `vllm`)."""
