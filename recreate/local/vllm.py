@@ -13,7 +13,6 @@ log-probs of every generated token (`with_token_logprobs`) and records which pol
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,25 +170,33 @@ class ServedModel:
         return self.name if self.parent else BASE_POLICY
 
 
-def _models(base_url: str, timeout_s: float = 5.0) -> list[dict[str, Any]]:
+def _models(base_url: str, timeout_s: float = 5.0) -> list[dict[str, Any]] | None:
+    """GET /v1/models; None when the endpoint does not answer it."""
     try:
         response = httpx.get(f"{base_url.rstrip('/')}/models", timeout=timeout_s)
         response.raise_for_status()
         data = response.json().get("data")
     except (httpx.HTTPError, ValueError, AttributeError):
-        return []
+        return None
     return [entry for entry in data or [] if isinstance(entry, dict)]
 
 
 def _model_ids(base_url: str) -> set[str]:
-    return {str(entry.get("id")) for entry in _models(base_url)}
+    return {str(entry.get("id")) for entry in _models(base_url) or []}
 
 
-@functools.lru_cache(maxsize=64)
+_IS_VLLM: dict[str, bool] = {}  # base URL -> answer; an endpoint does not change engines
+
+
 def _is_vllm(base_url: str) -> bool:
-    """vLLM lists its models as owned by "vllm". Cached: an endpoint does not change engines, and other
-    endpoints (hosted APIs) should not be asked again for every agent."""
-    return any(entry.get("owned_by") == ENGINE for entry in _models(base_url, timeout_s=2.0))
+    """vLLM lists its models as owned by "vllm". An answer is remembered, so hosted endpoints are not
+    asked again for every agent; an endpoint that did not answer (not up yet) is asked next time."""
+    if base_url not in _IS_VLLM:
+        models = _models(base_url, timeout_s=2.0)
+        if models is None:
+            return False
+        _IS_VLLM[base_url] = any(entry.get("owned_by") == ENGINE for entry in models)
+    return _IS_VLLM[base_url]
 
 
 def endpoint_url(chat: BaseChatModel) -> str | None:
@@ -207,7 +214,7 @@ def served_model(chat: BaseChatModel) -> ServedModel | None:
     url, name = endpoint_url(chat), model_name(chat)
     if not url or not name or not _is_vllm(url):
         return None
-    for entry in _models(url):
+    for entry in _models(url) or []:
         if entry.get("id") == name:
             parent = entry.get("parent")
             return ServedModel(name, str(parent) if parent else None)

@@ -112,10 +112,10 @@ def test_setup_is_a_fast_no_op_on_a_ready_env(tmp_path: Path, monkeypatch: pytes
 class StandInVLLM:
     """vLLM's model list and runtime-LoRA routes over real HTTP, with its status codes and errors."""
 
-    def __init__(self, base: str = "base-model", runtime_lora: bool = True) -> None:
+    def __init__(self, base: str = "base-model", runtime_lora: bool = True, port: int = 0) -> None:
         self.base, self.runtime_lora = base, runtime_lora
         self.adapters: dict[str, str] = {}
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
@@ -195,6 +195,27 @@ def test_adapter_errors_name_the_fix(tmp_path: Path) -> None:
         vllm.load_adapter("http://127.0.0.1:9/v1", "policy-1", adapter)
     with pytest.raises(ServeError, match="not a LoRA adapter directory"):
         vllm.load_adapter("http://127.0.0.1:9/v1", "policy-1", tmp_path)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_served_model_names_the_policy_and_asks_a_server_not_up_yet_again(tmp_path: Path) -> None:
+    from langchain_openai import ChatOpenAI
+
+    port = _free_port()
+    chat = ChatOpenAI(model="policy-1", base_url=f"http://127.0.0.1:{port}/v1", api_key="unused")
+    assert vllm.served_model(chat) is None  # nothing answers yet
+    server = StandInVLLM(port=port)
+    try:
+        vllm.load_adapter(server.base_url, "policy-1", _adapter(tmp_path / "step-1"))
+        assert vllm.served_model(chat) == vllm.ServedModel("policy-1", parent="base-model")
+        assert vllm.served_model(chat.model_copy(update={"model_name": "base-model"})).policy == "base"
+    finally:
+        server.close()
 
 
 # -- what an agent records from a vLLM endpoint ----------------------------------------------------------
@@ -328,9 +349,7 @@ def test_vllm_serves_the_training_loop_with_the_embedded_model(
         times[name] = round(time.monotonic() - clock, 1)
         clock = time.monotonic()
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = _free_port()
     command = vllm.server_command(
         None, HFModel("smollm2", embedded_hf_dir), port=port, python=vllm_python, lora_rank=8,
         max_model_len=2048,
