@@ -275,13 +275,14 @@ SAMPLES_PER_TASK = 4
 
 
 def _evaluated(trajectory):
-    """Half for printing the answer, half for submitting it: the 135M model earns either sometimes."""
+    """Half for a well-formed action, half for submitting the answer: at temperature 1 the 135M model
+    gets the format right now and then, so rewards vary within a group."""
     from recreate.experience.schema import Evaluation
 
     expected = {task_id: answer for task_id, _, answer in TASKS}[trajectory.task_id]
-    printed = any(s.observation and s.observation.stdout.strip() == expected for s in trajectory.steps)
+    well_formed = any(s.action and "tool" in s.action for s in trajectory.steps)
     submitted = (trajectory.outcome.submission or "").strip() == expected
-    score = 0.5 * printed + 0.5 * submitted
+    score = 0.5 * well_formed + 0.5 * submitted
     return trajectory.model_copy(update={"evaluation": Evaluation(score=score, passed=submitted)})
 
 
