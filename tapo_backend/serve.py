@@ -35,33 +35,39 @@ def adapter_rank(adapter: str | Path) -> int:
     return int(json.loads(config.read_text(encoding="utf-8"))["r"])
 
 
+def max_lora_rank(rank: int) -> int:
+    """The smallest `--max-lora-rank` vLLM accepts that holds adapters of rank `rank`."""
+    allowed = next((r for r in VLLM_LORA_RANKS if r >= rank), None)
+    if allowed is None:
+        raise ServeError(f"LoRA rank {rank} is above vLLM's largest max-lora-rank {VLLM_LORA_RANKS[-1]}")
+    return allowed
+
+
 def vllm_command(
     model: str | Path,
     *,
     adapter: str | Path | None = None,
     adapter_name: str = "tapo",
+    lora_rank: int | None = None,
     host: str = "127.0.0.1",
     port: int = 8000,
     python: str = "python",
     served_model_name: str | None = None,
     extra_args: Sequence[str] = (),
 ) -> list[str]:
-    """The command line of a vLLM OpenAI-compatible server for `model` (+ a LoRA adapter)."""
+    """The command line of a vLLM OpenAI-compatible server for `model` (+ a LoRA adapter).
+
+    `lora_rank` enables LoRA without a startup adapter, for adapters of up to that rank loaded later at
+    runtime (`recreate.local.vllm.load_adapter`); with `adapter` the larger of the two ranks counts."""
     command = [python, "-m", VLLM_SERVER_MODULE, "--model", str(model), "--host", host, "--port", str(port)]
     if served_model_name:
         command += ["--served-model-name", served_model_name]
-    if adapter is not None:
-        rank = adapter_rank(adapter)
-        max_rank = next((r for r in VLLM_LORA_RANKS if r >= rank), None)
-        if max_rank is None:
-            raise ServeError(f"LoRA rank {rank} is above vLLM's largest max-lora-rank {VLLM_LORA_RANKS[-1]}")
-        command += [
-            "--enable-lora",
-            "--lora-modules",
-            f"{adapter_name}={Path(adapter).resolve()}",
-            "--max-lora-rank",
-            str(max_rank),
-        ]
+    if adapter is not None or lora_rank is not None:
+        rank = max(adapter_rank(adapter) if adapter is not None else 1, lora_rank or 1)
+        command.append("--enable-lora")
+        if adapter is not None:
+            command += ["--lora-modules", f"{adapter_name}={Path(adapter).resolve()}"]
+        command += ["--max-lora-rank", str(max_lora_rank(rank))]
     return [*command, *extra_args]
 
 

@@ -10,6 +10,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from recreate.agent.graph import DomainAgent
 from recreate.config import load_settings
+from recreate.local.vllm import served_model, with_token_logprobs
 from recreate.models import UsageLedger, make_chat_model, parse_spec
 from recreate.sandbox.base import Sandbox, SandboxSpec
 from recreate.scaffold import Scaffold, load_scaffold
@@ -18,17 +19,32 @@ from recreate.scaffold import Scaffold, load_scaffold
 def resolve_model(
     model: str | BaseChatModel,
     *,
-    logprobs: bool = False,
+    logprobs: bool | None = None,
     temperature: float | None = None,
     max_tokens: int | None = None,
     extra_body: dict[str, Any] | None = None,
 ) -> tuple[BaseChatModel, str | None]:
     """(chat model, provider name). A spec string goes through `make_chat_model`; with `logprobs` on an
-    OpenAI-compatible endpoint (vLLM) the completion's token ids are requested too. `max_tokens` caps
-    each reply (a small model may otherwise talk until its context is full); `extra_body` adds
-    server-specific sampling fields (e.g. llama.cpp's top_k, min_p, post_sampling_probs)."""
+    OpenAI-compatible endpoint (vLLM) the completion's token ids are requested too. `logprobs=None`
+    (default): requested when the endpoint is a vLLM server. `max_tokens` caps each reply (a small model
+    may otherwise talk until its context is full); `extra_body` adds server-specific sampling fields
+    (e.g. llama.cpp's top_k, min_p, post_sampling_probs)."""
     if isinstance(model, BaseChatModel):
-        return model, None
+        chat, provider = model, None
+    else:
+        chat, provider = _chat_model(model, bool(logprobs), temperature, max_tokens, extra_body)
+    if logprobs is None and served_model(chat) is not None:
+        chat = with_token_logprobs(chat)
+    return chat, provider
+
+
+def _chat_model(
+    model: str,
+    logprobs: bool,
+    temperature: float | None,
+    max_tokens: int | None,
+    extra_body: dict[str, Any] | None,
+) -> tuple[BaseChatModel, str | None]:
     settings = load_settings()
     provider, _, base_url = parse_spec(model, settings.base_url)
     extra: dict[str, Any] = {} if max_tokens is None else {"max_tokens": max_tokens}
@@ -67,17 +83,20 @@ def build_domain_agent(
     ledger: UsageLedger | None = None,
     trajectory_dir: str | Path | None = None,
     record: bool = True,
-    logprobs: bool = False,
+    logprobs: bool | None = None,
     temperature: float | None = None,
     max_tokens: int | None = None,
     extra_body: dict[str, Any] | None = None,
     domain: str | None = None,
 ) -> DomainAgent:
-    """The agent runtime behind the graph (the rollout runner uses it to pass prepared sessions)."""
+    """The agent runtime behind the graph (the rollout runner uses it to pass prepared sessions).
+    On a vLLM endpoint the trajectories record token ids and log-probs (unless `logprobs=False`) and the
+    policy version (base model or LoRA adapter) that answered."""
     loaded = load_scaffold(scaffold)
     chat, provider = resolve_model(
         model, logprobs=logprobs, temperature=temperature, max_tokens=max_tokens, extra_body=extra_body
     )
+    served = served_model(chat)
     directory = None
     if record:
         directory = Path(trajectory_dir) if trajectory_dir else load_settings().home / "trajectories"
@@ -91,6 +110,7 @@ def build_domain_agent(
         trajectory_dir=directory,
         provider=provider,
         domain=domain,
+        policy=served.policy if served else None,
     )
 
 

@@ -116,13 +116,14 @@ class DomainAgent:
         trajectory_dir: Path | None = None,
         provider: str | None = None,
         domain: str | None = None,
+        policy: str | None = None,
     ):
         self.scaffold = scaffold
         self.sandbox = sandbox
         self.sandbox_spec = sandbox_spec or SandboxSpec()
         self.action_format = action_format or scaffold.action_format
         self.limits = scaffold.limits
-        info = model_info(model, provider)
+        info = model_info(model, provider, policy)
         self.model_name = info.name
         self.endpoint = getattr(model, "openai_api_base", None)  # prices: a local endpoint's calls are free
         self.recorder = TrajectoryRecorder(
@@ -205,7 +206,9 @@ class DomainAgent:
             reason = f"cost limit reached (${state['cost_usd']:.4f} of ${self.limits.max_cost_usd:g})"
             return {"exit_status": "max_cost", "error": reason}
         started = utcnow()
-        kwargs = {"seed": state["seed"]} if self.pass_seed and state.get("seed") is not None else {}
+        kwargs = {}
+        if self.pass_seed and state.get("seed") is not None:
+            kwargs["seed"] = step_seed(state["seed"], state["steps"])
         messages = _run_messages(state)
         try:
             reply = self.llm.invoke(messages, **kwargs)
@@ -296,6 +299,13 @@ class DomainAgent:
             entry = self._sessions.pop(tid, None) if tid else None
         if entry and entry[1]:
             entry[0].session.close()
+
+
+def step_seed(seed: int, step: int) -> int:
+    """The sampling seed of a run's `step`-th model call. One seed for every call would replay the same
+    sampling noise at each step (vLLM then repeats its first reply token for token), and `seed + step`
+    would share noise between the runs of a group; the trajectory records the run's seed."""
+    return (seed * 100_003 + step) % 2**31
 
 
 def _answer(text: str, call_id: str | None, status: str = "success") -> BaseMessage:

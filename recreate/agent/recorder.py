@@ -53,7 +53,7 @@ def sampling_params(model: BaseChatModel) -> dict[str, Any]:
     return params
 
 
-def model_info(model: BaseChatModel, provider: str | None = None) -> ModelInfo:
+def model_info(model: BaseChatModel, provider: str | None = None, policy: str | None = None) -> ModelInfo:
     name = getattr(model, "model_name", None) or getattr(model, "model", None) or type(model).__name__
     llm_type = getattr(model, "_llm_type", None)
     return ModelInfo(
@@ -61,6 +61,7 @@ def model_info(model: BaseChatModel, provider: str | None = None) -> ModelInfo:
         provider=provider or (llm_type.split("-", 1)[0] if isinstance(llm_type, str) else None),
         base_url_host=endpoint_host(model),
         sampling=sampling_params(model),
+        policy=policy,
     )
 
 

@@ -52,6 +52,7 @@ class ModelInfo(_Model):
     provider: str | None = None
     base_url_host: str | None = None  # host only: never a full URL with credentials
     sampling: dict[str, Any] = Field(default_factory=dict)
+    policy: str | None = None  # the policy version that answered (vLLM): "base" or the LoRA adapter's name
 
 
 class Usage(_Model):

@@ -69,12 +69,15 @@ class ScriptedOpenAIServer:
         fault_seed: int = 0,
         model: str = "scripted",
         port: int = 0,  # 0: any free port
+        served_models: list[dict[str, Any]] | None = None,
     ):
         self.responder = responder
         self.latency_s = latency_s
         self.fault_rate = fault_rate
         self.model = model
         self.port = port
+        # what GET /v1/models lists; e.g. {"id": ..., "owned_by": "vllm", "parent": ...} to pose as vLLM
+        self.served_models = served_models or [{"id": model, "object": "model"}]
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.faults_served = 0
@@ -215,9 +218,7 @@ def _make_handler(server: ScriptedOpenAIServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             if self.path.rstrip("/").endswith("/models"):
-                self._send(
-                    200, json.dumps({"object": "list", "data": [{"id": server.model, "object": "model"}]})
-                )
+                self._send(200, json.dumps({"object": "list", "data": server.served_models}))
             else:
                 self._send(200 if self.path == "/health" else 404, "{}")
 

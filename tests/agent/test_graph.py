@@ -254,3 +254,13 @@ def test_post_sampling_probabilities_are_recorded_as_log_probs():
     step = step_record(0, AIMessage("ab", response_metadata={"logprobs": logprobs}), 1, "", "m")
     assert step.token_ids == [7, 9]
     assert step.logprobs == pytest.approx([math.log(0.5), 0.0])
+
+
+def test_each_model_call_of_a_seeded_run_samples_with_its_own_seed(openai_server, bwrap, tmp_path):
+    from recreate.agent.graph import step_seed
+
+    openai_server.enqueue(tool_call("bash", {"command": "true"}), tool_call("submit", {"answer": "x"}))
+    out = _agent(openai_server, bwrap, tmp_path).invoke({"task": "t", "seed": 5})
+    assert [r["seed"] for r in openai_server.requests] == [step_seed(5, 0), step_seed(5, 1)]
+    assert len({step_seed(5, 0), step_seed(5, 1), step_seed(6, 0), step_seed(4, 1)}) == 4  # no shared noise
+    assert load_trajectory(out["trajectory_path"]).seed == 5  # the run's seed is what the log records
