@@ -208,9 +208,9 @@ def evolve_command(
             config=cfg,
             prices=prices,
         )
-        for spec in dict.fromkeys((models["agent_model"], models["optimizer_model"])):
-            if isinstance(spec, str):
-                check_endpoint(spec, settings.base_url)
+        specs = (models["agent_model"], models["optimizer_model"])
+        for spec in dict.fromkeys(s for s in specs if isinstance(s, str)):  # local models are up already
+            check_endpoint(spec, settings.base_url)
         result = opt.optimize(
             seed=seed_scaffold,
             domain=dom,
