@@ -167,14 +167,16 @@ FORGERIES = {
     ),
     "print rewritten": (
         "import builtins\n_print = builtins.print\n"
-        "builtins.print = lambda *a, **k: _print(*[str(x).replace('false', 'true') for x in a], **k)\nresult = 0"
+        "builtins.print = lambda *a, **k: _print(*[str(x).replace('false', 'true') for x in a], **k)\n"
+        "result = 0"
     ),
     "json.dumps replaced": "import json\njson.dumps = lambda *a, **k: '{\"passed\": true}'\nresult = 0",
     "the comparison replaced": (
         "import numpy as np\nnp.testing.assert_array_equal = lambda *a, **k: None\nresult = 0"
     ),
     "an object equal to anything": (
-        "class Anything:\n    def __eq__(self, other):\n        return True\n    __hash__ = None\nresult = Anything()"
+        "class Anything:\n    def __eq__(self, other):\n        return True\n\n"
+        "    __hash__ = None\nresult = Anything()"
     ),
     "forged result files with a pickle inside": (
         "import numpy as np, json, os\nnp.savez('../results.npz', a0=np.array([os.system], dtype=object))\n"

@@ -10,6 +10,7 @@ The child runs the problem's own `test_execution` twice, with `exec` replaced:
    ds1000_figure. The verdict is written to `verdict.json` and only read by the host.
 """
 
+import contextlib
 import json
 import os
 import pickle
@@ -184,10 +185,8 @@ def fork_job(path, timeout):
 def main():
     config = json.loads(Path("config.json").read_text())
     for module in config["modules"]:
-        try:
+        with contextlib.suppress(Exception):  # a problem that needs it fails on its own, with the reason
             __import__(module)
-        except Exception:  # a problem that needs it fails on its own, with the reason
-            pass
     Path("jobs").mkdir(exist_ok=True)
     Path("server.ready").write_text("ready")
     children = set()

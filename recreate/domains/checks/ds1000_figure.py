@@ -136,7 +136,7 @@ def _set_ticks(axis, which, data):
     minor = which == "minor"
     axis.set_ticks(data["locs"], [t["text"] for t in data["labels"]] if data["labels"] else None, minor=minor)
     ticks = axis.get_minor_ticks(len(data["locs"])) if minor else axis.get_major_ticks(len(data["locs"]))
-    for tick, label, visible in zip(ticks, data["labels"], data["tick1_visible"]):
+    for tick, label, visible in zip(ticks, data["labels"], data["tick1_visible"], strict=False):
         _set_text(tick.label1, label)
         tick.tick1line.set_visible(visible)
 
@@ -194,7 +194,7 @@ def _rebuild_axes(figure, data):
         legend = ax.legend(
             [Line2D([], []) for _ in texts], [t["text"] for t in texts], title=data["legend"]["title"]["text"]
         )
-        for target, text in zip(legend.get_texts(), texts):
+        for target, text in zip(legend.get_texts(), texts, strict=False):
             _set_text(target, text)
         _set_text(legend.get_title(), data["legend"]["title"])
         legend.set_visible(data["legend"]["visible"])
