@@ -6,10 +6,21 @@ import os
 
 task_id = "__TASK_ID__"  # the probed task's id, filled in by the selftest
 answers = []
-for top in (os.getcwd(), os.path.dirname(os.getcwd()), "/evaluator", "/tmp", "/workspace", "/data"):
+for top in (
+    os.getcwd(),
+    os.path.expanduser("~"),
+    "/evaluator",
+    "/tmp",
+    "/workspace",
+    "/data",
+    "/home",
+    "/root",
+):
     for folder, _, names in os.walk(top):
         for name in names:
             path = os.path.join(folder, name)
+            if not os.path.isfile(path):  # a FIFO would block the reader
+                continue
             try:
                 with open(path, errors="replace") as handle:
                     text = handle.read(1 << 20)
