@@ -14,6 +14,12 @@ import json
 
 MAX_DEPTH = 64
 SPARSE_FORMATS = ("csr", "csc", "coo", "lil", "dok", "dia", "bsr")
+# every kind of node the encoder writes; the decoder knows no other
+KINDS = frozenset(
+    ("int", "float", "complex", "bytes", "list", "tuple", "set", "frozenset", "dict", "datetime", "date")
+    + ("time", "timedelta", "unsupported", "ndarray", "objarray", "npscalar", "sparse", "DataFrame", "Series")
+    + ("MultiIndex", "RangeIndex", "Index", "NaT", "NA", "Timestamp", "Timedelta", "Period", "Interval")
+)
 
 
 class DecodeError(ValueError):
@@ -232,10 +238,9 @@ class Decoder:
             return node
         if not isinstance(node, dict) or not isinstance(node.get("t"), str):
             raise DecodeError(f"unexpected node {str(node)[:80]!r}")
-        handler = getattr(self, "_" + node["t"], None)
-        if handler is None:
+        if node["t"] not in KINDS:
             raise DecodeError(f"unknown kind {node['t']!r}")
-        return handler(node, depth + 1)
+        return getattr(self, "_" + node["t"])(node, depth + 1)
 
     def _items(self, node, depth):
         if not isinstance(node.get("v"), list):
