@@ -62,14 +62,19 @@ def checker_files() -> dict[str, bytes]:
     return files
 
 
-def _wait_for(session: Session, path: str, deadline: float, alive: threading.Thread) -> bytes | None:
+def _wait_for(
+    session: Session, paths: tuple[str, ...], deadline: float, alive: threading.Thread
+) -> tuple[str, bytes] | None:
+    """The first of `paths` to appear in the checker's workspace (polled), or None if none does in time."""
     while time.monotonic() < deadline:
-        try:
-            return session.get(path)
-        except SandboxError:
-            if not alive.is_alive():
-                return None
-            time.sleep(_POLL_S)
+        for path in paths:
+            try:
+                return path, session.get(path)
+            except SandboxError:
+                continue
+        if not alive.is_alive():
+            return None
+        time.sleep(_POLL_S)
     return None
 
 
@@ -103,7 +108,7 @@ class CheckerServer:
 
             thread = threading.Thread(target=serve, name="ds1000-checker", daemon=True)
             thread.start()
-            if _wait_for(session, "server.ready", time.monotonic() + timeout, thread) is None:
+            if _wait_for(session, ("server.ready",), time.monotonic() + timeout, thread) is None:
                 why = tail(self._exit.stderr) if self._exit else "it did not start in time"
                 session.close()
                 raise SandboxError(f"the DS-1000 checker did not start: {why}")
@@ -150,9 +155,9 @@ class CheckerServer:
     def _run_job(
         self, session, alive, job, deadline, solution_sandbox, solution_spec, home_files, run_command, timeout
     ) -> tuple[bytes | None, Result | None]:
-        if _wait_for(session, f"{job}/cases.ready", deadline, alive) is None:
-            # the test context failed before any solution ran: its verdict says why
-            return _wait_for(session, f"{job}/verdict.json", time.monotonic() + 1, alive), None
+        first = _wait_for(session, (f"{job}/cases.ready", f"{job}/verdict.json"), deadline, alive)
+        if first is None or first[0].endswith("verdict.json"):  # the test context failed: no solution ran
+            return (first[1] if first else None), None
         cases = session.get(f"{job}/cases.pkl")
         with fresh_session(solution_sandbox, solution_spec) as solution:
             for name, data in home_files.items():
@@ -162,16 +167,18 @@ class CheckerServer:
                 solution.put(f"lib/{name}", (CHECKS_DIR / name).read_bytes())
             solution.put("cases.pkl", cases)
             run = solution.run(run_command, timeout=timeout)
-            sent = {}
-            for name in _RESULT_FILES:
-                try:
-                    sent[name] = solution.get(name)
-                except SandboxError:
-                    return None, run  # it died (or was killed) before sending anything
+            try:
+                sent = {name: solution.get(name) for name in _RESULT_FILES}
+            except SandboxError:
+                sent = None  # it died (or was killed) before sending anything
+        if sent is None:
+            session.put(f"{job}/results.done", "")  # the checker child stops waiting (its verdict: unread)
+            return None, run
         for name, data in sent.items():
             session.put(f"{job}/{name}", data)
         session.put(f"{job}/results.done", "")
-        return _wait_for(session, f"{job}/verdict.json", deadline, alive), run
+        verdict = _wait_for(session, (f"{job}/verdict.json",), deadline, alive)
+        return (verdict[1] if verdict else None), run
 
     def close(self) -> None:
         if self._session is not None:

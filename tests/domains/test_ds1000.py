@@ -1,4 +1,5 @@
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -194,15 +195,30 @@ def toy_domain(ds1000_env, tmp_path_factory):
         "metadata": {"problem_id": 1, "library": "Numpy", "perturbation_origin_id": 1},
         "code_context": TOY_CONTEXT,
     }
-    path.write_text(json.dumps(row) + "\n")
+    broken = {**row, "metadata": {**row["metadata"], "problem_id": 2}}
+    broken["code_context"] = 'raise RuntimeError("broken test context")\nexec_context = "[insert]"\n'
+    path.write_text(json.dumps(row) + "\n" + json.dumps(broken) + "\n")
     domain = get_domain("ds1000", data=path, env=ds1000_env, timeout=60)
     yield domain
     domain.close()
 
 
+def _toy(domain, problem_id):
+    return next(t for t in domain.tasks() if t.id == f"ds1000-{problem_id}")
+
+
+@pytest.mark.bwrap
+def test_a_broken_test_context_scores_zero_at_once_and_runs_no_solution(toy_domain, bwrap):
+    started = time.monotonic()
+    evaluation = toy_domain.evaluate(_toy(toy_domain, 2), "result = 1", bwrap)
+    assert evaluation.score == 0.0
+    assert "failed in loading the test context: RuntimeError: broken test context" in evaluation.feedback
+    assert time.monotonic() - started < 30  # not the 60 s + 30 s deadline
+
+
 @pytest.mark.bwrap
 def test_reference_passes_and_a_wrong_answer_fails_with_expected_and_got(toy_domain, bwrap):
-    task = toy_domain.tasks()[0]
+    task = _toy(toy_domain, 1)
     assert toy_domain.evaluate(task, task.reference, bwrap).passed
     wrong = toy_domain.evaluate(task, "result = a.cumsum()", bwrap)
     assert (
@@ -213,7 +229,7 @@ def test_reference_passes_and_a_wrong_answer_fails_with_expected_and_got(toy_dom
 @pytest.mark.bwrap
 @pytest.mark.parametrize("name", sorted(FORGERIES))
 def test_forged_verdicts_score_zero(toy_domain, bwrap, name):
-    evaluation = toy_domain.evaluate(toy_domain.tasks()[0], FORGERIES[name], bwrap)
+    evaluation = toy_domain.evaluate(_toy(toy_domain, 1), FORGERIES[name], bwrap)
     assert evaluation.score == 0.0 and not evaluation.passed, evaluation.feedback
 
 
@@ -231,5 +247,5 @@ def test_the_expected_answer_is_nowhere_the_solution_can_read(toy_domain, bwrap,
         "            except OSError:\n                pass\n"
         "raise RuntimeError(f'FOUND {found}')"
     )
-    evaluation = toy_domain.evaluate(toy_domain.tasks()[0], search, bwrap)
+    evaluation = toy_domain.evaluate(_toy(toy_domain, 1), search, bwrap)
     assert "RuntimeError: FOUND []" in evaluation.feedback, evaluation.feedback
