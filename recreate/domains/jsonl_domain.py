@@ -46,6 +46,7 @@ from recreate.domains.common import (
     TaskFileDomain,
     first_field,
     jsonl_files,
+    others_can_read,
     read_jsonl,
     submission_problem,
     tail,
@@ -99,8 +100,8 @@ def evaluator_folder(folder: Path, tasks_files: list[Path]) -> Path:
     copy without them, made once per content version: the sandbox must never see those answers."""
     hidden = {path.resolve() for path in tasks_files}
     inside = [path for path in hidden if path.is_relative_to(folder.resolve())]
-    if not inside:
-        return folder
+    if not inside or (os.geteuid() == 0 and not others_can_read(folder)):
+        return folder  # (a folder the sandbox cannot read fails with its fix; a copy would expose it)
     files = [Path(d, name) for d, _, names in os.walk(folder) for name in names]
     kept = [path for path in files if path.resolve() not in hidden]
     size = sum(path.stat().st_size for path in kept if path.is_file())
