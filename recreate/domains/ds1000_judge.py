@@ -17,6 +17,7 @@ import json
 import secrets
 import threading
 import time
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -45,7 +46,9 @@ def imported_modules(code_contexts: Iterable[str]) -> list[str]:
     names: set[str] = set()
     for code in code_contexts:
         try:
-            tree = ast.parse(code)
+            with warnings.catch_warnings():  # dataset code has odd escapes ("\\["): not ours to warn about
+                warnings.simplefilter("ignore")
+                tree = ast.parse(code)
         except SyntaxError:
             continue
         for node in tree.body:
