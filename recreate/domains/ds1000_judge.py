@@ -46,7 +46,7 @@ def imported_modules(code_contexts: Iterable[str]) -> list[str]:
     names: set[str] = set()
     for code in code_contexts:
         try:
-            with warnings.catch_warnings():  # dataset code has odd escapes ("\\["): not ours to warn about
+            with warnings.catch_warnings():  # odd escapes in dataset strings: not ours to warn about
                 warnings.simplefilter("ignore")
                 tree = ast.parse(code)
         except SyntaxError:
