@@ -54,10 +54,18 @@ def selftest_command(
     sandbox: str | None = typer.Option(None, "--sandbox", help="sandbox backend (default: settings)"),
     evaluator: str | None = typer.Option(None, "--evaluator", help="jsonl: command or module:function"),
     option: list[str] = typer.Option([], "--option", "-o", help="domain option KEY=VALUE (repeatable)"),
+    min_reference_pass: float = typer.Option(
+        1.0,
+        "--min-reference-pass",
+        min=0.0,
+        max=1.0,
+        help="the share of reference solutions that must pass (e.g. 0.98 for DS-1000 offline)",
+    ),
 ) -> None:
-    """Evaluate reference and wrong solutions; print per-group counts and the line
-    `reference_pass=X/Y wrong_pass=Z/Y`.
-    Exits 1 when a wrong solution passes (the evaluation cannot be trusted)."""
+    """Evaluate reference and wrong solutions, and forgery probes on a few tasks; print per-group counts
+    and the line `reference_pass=X/Y wrong_pass=Z/Y forgery_pass=F/P`.
+    Exits 1 when a wrong solution or a forgery passes (the evaluation cannot be trusted), or when fewer
+    references pass than --min-reference-pass asks (the evaluation setup is broken)."""
     from recreate.sandbox import get_sandbox
 
     options = _parse_options(option)
@@ -74,7 +82,14 @@ def selftest_command(
             loaded, box, tasks, concurrency=concurrency, on_done=lambda: progress.advance(bar)
         )
     print_report(report)
-    if report.false_passes:
+    rate = report.reference_pass_rate()
+    if rate < min_reference_pass:
+        typer.echo(
+            f"error: only {rate:.1%} of the reference solutions pass (--min-reference-pass "
+            f"{min_reference_pass:g}); the evaluation setup is broken: see the failures above",
+            err=True,
+        )
+    if report.false_passes or report.forgery_passes or rate < min_reference_pass:
         raise typer.Exit(1)
 
 
@@ -94,6 +109,12 @@ def print_report(report: SelfTestReport) -> None:
     for check in report.false_passes:
         console.print(
             f"[red]wrong solution passed[/] {check.task_id}: {check.false_passes!r}", soft_wrap=True
+        )
+    for check in report.forgery_passes:
+        console.print(
+            f"[red]forgery passed[/] {check.task_id}: {', '.join(check.forgery_passes)}: the evaluator runs "
+            "the submission where its verdict is made, or lets it read the expected answer",
+            soft_wrap=True,
         )
     typer.echo(report.summary_line())
 

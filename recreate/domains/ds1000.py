@@ -1,15 +1,17 @@
-"""`ds1000`: data-science coding problems judged by executing the problem's own test context.
+"""`ds1000`: data-science coding problems judged by the problem's own test context.
 
-Each evaluation runs in a fresh sandbox with the pinned DS-1000 environment bound read-only (or, with
-`image=`, a container image that has it), `python -I` so no file in a working folder can shadow a
-library module, one working folder per problem, and single-threaded BLAS/OpenMP.
+The solution runs in a fresh sandbox of its own with the pinned DS-1000 environment bound read-only
+(or, with `image=`, a container image that has it), `python -I` so no file in a working folder can
+shadow a library module, and single-threaded BLAS/OpenMP. Only data comes back from it; the checks,
+which hold the expected answers, run in a checker sandbox no solution ever runs in (ds1000_judge).
 """
 
 from __future__ import annotations
 
-import json
 import re
 import textwrap
+import threading
+from dataclasses import replace
 from pathlib import Path
 
 from recreate.config import load_settings
@@ -18,18 +20,20 @@ from recreate.domains.common import (
     DomainDataError,
     TaskFileDomain,
     read_jsonl,
-    run_check,
     submission_problem,
     tail,
     unreadable_hint,
     zero,
 )
 from recreate.domains.ds1000_env import MPL_CACHE, default_env_path, env_python, is_ready
+from recreate.domains.ds1000_judge import CheckerServer, imported_modules
 from recreate.domains.splits import SplitPlan
-from recreate.sandbox.base import Sandbox, SandboxSpec
+from recreate.sandbox.base import Result, Sandbox, SandboxSpec
 
 REQUIRED_FIELDS = ("prompt", "reference_code", "metadata", "code_context")
 WORKDIR = "/workspace"
+SOLUTION_MAX_FILE_MB = 64  # also the most a solution's results may weigh
+CHECKER_CPU_SECONDS = 10**7  # the checker server lives as long as the domain; each job has its own alarm
 _THREADS = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 _FENCE = re.compile(r"```[a-zA-Z0-9_+-]*\n(.*?)```", re.DOTALL)
 _MARKER_LINES = {
@@ -88,6 +92,8 @@ class DS1000Domain(TaskFileDomain):
         self.timeout = timeout
         self.memory_mb = memory_mb
         self._contexts: dict[str, str] = {}  # hidden test code, kept out of Task so no agent sees it
+        self._checkers: dict[int, CheckerServer] = {}
+        self._checkers_lock = threading.Lock()
         plan = SplitPlan(seed=seed, train=train, val=val)
         super().__init__(data, lambda path: _load_file(path, self._contexts), plan)
 
@@ -106,40 +112,53 @@ class DS1000Domain(TaskFileDomain):
             return zero(f"task {task.id} is not a task of this DS-1000 dataset")
         solution = normalize_solution(submission, code_context)
         details = {"library": task.metadata["library"], "problem_id": task.metadata["problem_id"]}
-        run = run_check(
+        judged = self._checker(sandbox).judge(
+            {"code_context": code_context, "solution": solution},
             sandbox,
-            self._spec(),
-            "ds1000_check.py",
-            self._files(code_context, solution),
-            f"{self._python()} -I check.py",
+            self._spec(max_file_mb=SOLUTION_MAX_FILE_MB),
+            self._home_files(),
+            f"{self._python()} -I run.py",
             self.timeout,
         )
-        if run.error:
+        if judged.error:
             if self.env is not None:
-                run.error += unreadable_hint(
+                judged.error += unreadable_hint(
                     self.env,
                     "build the environment elsewhere, e.g. RECREATE_DS1000_ENV=/opt/recreate/ds1000 "
                     "recreate domain setup ds1000",
                 )
-            return zero(run.error, **details)
-        if run.report is None:
-            result = run.result
-            if result.timed_out:
-                return zero(f"the solution did not finish within {self.timeout:.0f} s (timeout)", **details)
-            return zero(
-                f"the test process died without a verdict (exit {result.exit_code}); stderr tail:\n"
-                f"{tail(result.stderr)}",
-                **details,
-            )
-        details |= {k: v for k, v in run.report.items() if k != "passed"}
-        if run.report.get("passed"):
+            return zero(judged.error, **details)
+        if judged.verdict is None:
+            return zero(_no_verdict_reason(judged.solution_run, self.timeout), **details)
+        details |= {k: v for k, v in judged.verdict.items() if k != "passed"}
+        if judged.verdict.get("passed") is True:
             return Evaluation(score=1.0, passed=True, feedback="all test cases passed", details=details)
-        return Evaluation(score=0.0, passed=False, feedback=_failure_feedback(run.report), details=details)
+        return Evaluation(
+            score=0.0, passed=False, feedback=_failure_feedback(judged.verdict), details=details
+        )
+
+    def _checker(self, sandbox: Sandbox) -> CheckerServer:
+        """The checker server for this sandbox backend (one per backend, started on first use)."""
+        with self._checkers_lock:
+            checker = self._checkers.get(id(sandbox))
+            if checker is None:
+                config = {"modules": imported_modules(self._contexts.values()), "timeout": self.timeout}
+                spec = replace(self._spec(), cpu_seconds=CHECKER_CPU_SECONDS)
+                checker = CheckerServer(sandbox, spec, f"{self._python()} -I check.py", config)
+                self._checkers[id(sandbox)] = checker
+            return checker
+
+    def close(self) -> None:
+        """Stop the checker sandboxes (they also end with this process)."""
+        with self._checkers_lock:
+            for checker in self._checkers.values():
+                checker.close()
+            self._checkers.clear()
 
     def _python(self) -> str:
         return str(env_python(self.env)) if self.env is not None else "python3"
 
-    def _spec(self) -> SandboxSpec:
+    def _spec(self, max_file_mb: int = 512) -> SandboxSpec:
         home = f"{WORKDIR}/home"
         env = {**_THREADS, "HOME": home, "MPLCONFIGDIR": f"{home}/mpl", "MPLBACKEND": "Agg"}
         # bound at its own path: the font cache and the venv's pyvenv.cfg name absolute paths
@@ -151,11 +170,11 @@ class DS1000Domain(TaskFileDomain):
             ro_binds=binds,
             memory_mb=self.memory_mb,
             cpu_seconds=int(self.timeout) + 30,
+            max_file_mb=max_file_mb,
         )
 
-    def _files(self, code_context: str, solution: str) -> dict[str, str | bytes]:
-        problem = json.dumps({"code_context": code_context, "solution": solution})
-        files: dict[str, str | bytes] = {"problem.json": problem}
+    def _home_files(self) -> dict[str, bytes]:
+        files: dict[str, bytes] = {}
         if self.env is not None:
             for cache in sorted((self.env / MPL_CACHE).glob("fontlist-*.json")):
                 files[f"home/mpl/{cache.name}"] = cache.read_bytes()
@@ -182,6 +201,17 @@ class DS1000Domain(TaskFileDomain):
             "code's tokens). Feedback names the failing check, the exception, and for the first test "
             "case the expected and the produced result."
         )
+
+
+def _no_verdict_reason(run: Result | None, timeout: float) -> str:
+    if run is None:
+        return "the checker gave no verdict (it was stopped or timed out)"
+    if run.timed_out:
+        return f"the solution did not finish within {timeout:.0f} s (timeout)"
+    return (
+        f"the solution's process died without sending its results (exit {run.exit_code}); stderr tail:\n"
+        f"{tail(run.stderr)}"
+    )
 
 
 def _failure_feedback(report: dict) -> str:

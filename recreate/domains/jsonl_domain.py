@@ -6,21 +6,35 @@ fields reach the evaluator as `metadata["fields"]` (e.g. hidden tests).
 
 Evaluator (`evaluator=`):
 - a shell command, run in a FRESH sandbox whose working folder holds `submission.txt` and `task.json`;
-  the evaluator's folder (default: the tasks file's folder) is bound read-only at /evaluator. Exit code
-  0 passes (score 1) and anything else fails (score 0), unless stdout's last JSON line
+  the evaluator's folder (default: the tasks file's folder) is bound read-only at /evaluator, always
+  without the tasks files (a copy without them is bound when they lie inside it). Exit code 0 passes
+  (score 1) and anything else fails (score 0), unless stdout's last JSON line
   `{"score": 0..1, "feedback": "...", "passed": bool}` says otherwise.
 - `module:function` or `path/to/file.py:function`: the user's own trusted Python, called in this process
   as `function(task, submission)`; it gets the submission as data and returns an Evaluation, a dict
   like the JSON line above, a number (score) or a bool.
 - none: the submission must equal the task's expected answer (whitespace trimmed).
+
+The contract for an evaluator that runs submitted code (a verdict a submission can forge is a reward an
+optimized agent learns to forge): the evaluator never runs the submission in its own process. It reads
+`task.json` and deletes it, makes itself undumpable (`prctl(PR_SET_DUMPABLE, 0)`: no other process of
+its user can read its memory or open its stdout), runs the submission in a child process that gets only
+the inputs and returns only data (JSON), compares that data with the expected answer in the parent,
+and prints the verdict. `examples/custom_domain/evaluate.py` is that pattern; `recreate domain selftest`
+probes it with submissions that print a passing line and exit 0, and that read every file they can see.
+A callable evaluator must treat the submission as data and never execute it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import json
+import os
 import re
+import shutil
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +46,7 @@ from recreate.domains.common import (
     TaskFileDomain,
     first_field,
     jsonl_files,
+    others_can_read,
     read_jsonl,
     submission_problem,
     tail,
@@ -44,6 +59,7 @@ from recreate.sandbox.base import Sandbox, SandboxSpec
 
 EXPECTED_FIELDS = ("expected", "expected_answer", "answer", "reference")
 EVALUATOR_MOUNT = "/evaluator"
+MAX_EVALUATOR_COPY_MB = 64  # an evaluator folder holding the tasks files is copied without them
 _CALLABLE = re.compile(r"(?:py:)?(?P<module>[\w.]+|[^\s:]+\.py):(?P<function>[A-Za-z_]\w*)")
 
 
@@ -77,6 +93,47 @@ def load_callable(spec: str, base: Path) -> Callable[[Task, str], Any]:
     if not callable(fn):
         raise DomainDataError(f"evaluator {spec!r}: {module_name} has no function {function!r}")
     return fn
+
+
+def evaluator_folder(folder: Path, tasks_files: list[Path]) -> Path:
+    """`folder` itself, or when the tasks files (every expected answer) lie inside it, a world-readable
+    copy without them, made once per content version: the sandbox must never see those answers."""
+    hidden = {path.resolve() for path in tasks_files}
+    inside = [path for path in hidden if path.is_relative_to(folder.resolve())]
+    if not inside or (os.geteuid() == 0 and not others_can_read(folder)):
+        return folder  # (a folder the sandbox cannot read fails with its fix; a copy would expose it)
+    files = [Path(d, name) for d, _, names in os.walk(folder) for name in names]
+    kept = [path for path in files if path.resolve() not in hidden]
+    size = sum(path.stat().st_size for path in kept if path.is_file())
+    if size > MAX_EVALUATOR_COPY_MB * 1024 * 1024:
+        raise DomainDataError(
+            f"evaluator folder {folder} holds the tasks file {inside[0].name} (the expected answers) and "
+            f"{size // 2**20} MB more; put the evaluator in a folder of its own and pass evaluator_dir=it"
+        )
+    stamp = "".join(f"{p}:{p.stat().st_mtime_ns};" for p in sorted(kept) if p.is_file())
+    version = hashlib.sha256(f"{folder.resolve()}|{stamp}".encode()).hexdigest()[:16]
+    cache = Path(tempfile.gettempdir()) / "recreate-evaluators"
+    cache.mkdir(mode=0o755, exist_ok=True)
+    target = cache / version
+    if not target.exists():
+        staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=cache))
+        shutil.copytree(folder, staging, dirs_exist_ok=True, ignore=_ignoring(hidden))
+        for directory, _, names in os.walk(staging):
+            Path(directory).chmod(0o755)
+            for name in names:
+                Path(directory, name).chmod(0o644)
+        try:
+            staging.rename(target)
+        except OSError:  # another process made it first
+            shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _ignoring(hidden: set[Path]):
+    def ignore(directory: str, names: list[str]) -> list[str]:
+        return [name for name in names if Path(directory, name).resolve() in hidden]
+
+    return ignore
 
 
 def as_evaluation(value: Any) -> Evaluation:
@@ -115,6 +172,7 @@ class JsonlDomain(TaskFileDomain):
         super().__init__(data, _load_file, SplitPlan(seed=seed, train=train, val=val))
         self.base = jsonl_files(data)[0].parent.absolute()
         self.evaluator_dir = Path(evaluator_dir or self.base).absolute()
+        self._tasks_files = jsonl_files(data)
         self.image = image
         self.timeout = timeout
         self.description = description
@@ -148,9 +206,13 @@ class JsonlDomain(TaskFileDomain):
         )
 
     def _run_command(self, task: Task, submission: str, sandbox: Sandbox) -> Evaluation:
+        try:
+            mount = evaluator_folder(self.evaluator_dir, self._tasks_files)
+        except (DomainDataError, OSError) as exc:
+            return zero(f"the evaluator folder cannot be prepared: {exc}")
         spec = SandboxSpec(
             image=self.image,
-            ro_binds=((str(self.evaluator_dir), EVALUATOR_MOUNT),),
+            ro_binds=((str(mount), EVALUATOR_MOUNT),),
             env={"RECREATE_TASK_ID": task.id, "RECREATE_EVALUATOR_DIR": EVALUATOR_MOUNT},
             cpu_seconds=int(self.timeout) + 30,
         )

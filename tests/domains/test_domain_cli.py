@@ -1,5 +1,6 @@
 """`recreate domain ...` end to end through the real CLI, sandbox and example files."""
 
+import json
 import re
 import shutil
 import subprocess
@@ -49,7 +50,7 @@ def test_selftest_on_the_custom_domain_example(bwrap, open_tmp):
     ]
     result = runner.invoke(app, command)
     assert result.exit_code == 0, result.output
-    assert result.output.strip().splitlines()[-1] == "reference_pass=16/16 wrong_pass=0/16"
+    assert result.output.strip().splitlines()[-1] == "reference_pass=16/16 wrong_pass=0/16 forgery_pass=0/4"
     assert re.search(r"strings\s+│\s+6\s+│\s+6/6", result.output)
 
 
@@ -64,6 +65,59 @@ def test_selftest_exits_1_when_a_wrong_solution_passes(bwrap, open_tmp):
     assert result.exit_code == 1
     assert "reference_pass=1/1 wrong_pass=1/1" in result.output
     assert "wrong solution passed" in result.output
+
+
+# The pattern the example used before: the judge runs the submission in its own process, and the expected
+# answer sits in task.json beside it. Both forgery probes pass against it.
+NAIVE_EVALUATOR = """
+import json, pathlib
+task = json.loads(pathlib.Path("task.json").read_text())
+namespace = {}
+exec(pathlib.Path("submission.txt").read_text(), namespace)
+function = namespace.get("double")
+ok = callable(function) and function(2) == 4
+print(json.dumps({"score": float(ok), "feedback": "checked"}))
+"""
+
+
+def _naive_domain(folder: Path) -> Path:
+    folder.mkdir()
+    row = {"id": "d", "task": "Write double(x).", "expected": "def double(x):\n    return 2 * x\n"}
+    (folder / "tasks.jsonl").write_text(json.dumps(row) + "\n")
+    (folder / "judge.py").write_text(NAIVE_EVALUATOR)
+    return folder / "tasks.jsonl"
+
+
+@pytest.mark.bwrap
+def test_selftest_exits_1_when_a_forgery_passes(bwrap, open_tmp):
+    tasks = _naive_domain(open_tmp / "naive")
+    command = [
+        "domain",
+        "selftest",
+        "jsonl",
+        "--data",
+        str(tasks),
+        "--evaluator",
+        "python3 /evaluator/judge.py",
+    ]
+    result = runner.invoke(app, command)
+    assert result.exit_code == 1, result.output
+    assert "reference_pass=1/1 wrong_pass=0/1 forgery_pass=1/1" in result.output
+    assert "forgery passed" in result.output
+    assert "prints a passing verdict and exits 0" in result.output
+    assert "reads every file it can see and prints it" in result.output
+
+
+@pytest.mark.bwrap
+def test_selftest_exits_1_when_references_fail(bwrap, open_tmp):
+    tasks = _naive_domain(open_tmp / "broken")
+    command = ["domain", "selftest", "jsonl", "--data", str(tasks), "--evaluator", "exit 1"]
+    result = runner.invoke(app, command)
+    assert result.exit_code == 1, result.output
+    assert "reference_pass=0/1 wrong_pass=0/1 forgery_pass=0/1" in result.output
+    assert "only 0.0% of the reference solutions pass" in result.output
+    tolerant = runner.invoke(app, [*command, "--min-reference-pass", "0"])
+    assert tolerant.exit_code == 0, tolerant.output
 
 
 def test_setup_of_a_domain_without_environment():

@@ -1,4 +1,5 @@
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -127,4 +128,124 @@ def test_shadowing_runaway_and_vanishing_solutions(ds1000_env, bwrap, tmp_path):
     slow = domain.evaluate(task, "while True:\n    pass", bwrap)
     assert slow.score == 0.0 and "timeout" in slow.feedback
     vanished = domain.evaluate(task, "import os\nos._exit(0)", bwrap)
-    assert vanished.score == 0.0 and "without a verdict" in vanished.feedback
+    assert vanished.score == 0.0 and "without sending its results" in vanished.feedback
+
+
+SENTINEL_PARTS = ("SENT", "INEL-3b9c")  # joined only at run time, so no file holds it but the test context
+TOY_CONTEXT = f'''
+import numpy as np
+
+def generate_test_case(test_case_id):
+    # {"".join(SENTINEL_PARTS)}: the expected answer lives here and must stay unreadable to the solution
+    a = np.arange(6).reshape(2, 3) * test_case_id
+    return a, a.cumsum() * 7 + 3
+
+def exec_test(result, ans):
+    np.testing.assert_array_equal(result, ans)
+    return 1
+
+exec_context = r"""
+import numpy as np
+a = test_input
+[insert]
+"""
+
+def test_execution(solution: str):
+    code = exec_context.replace("[insert]", solution)
+    for i in range(2):
+        test_input, expected_result = generate_test_case(i + 1)
+        test_env = {{"test_input": test_input}}
+        exec(code, test_env)
+        assert exec_test(test_env["result"], expected_result)
+'''
+FORGERIES = {
+    "frame walk to the checker, a passing line, exit 0": (
+        "import sys, os, json\nf = sys._getframe()\nwhile f is not None:\n"
+        "    for k, v in list(f.f_globals.items()) + list(f.f_locals.items()):\n"
+        "        if k in ('marker', 'namespace', 'expected_result'):\n"
+        "            print(v, json.dumps({'passed': True}), flush=True)\n"
+        "    f = f.f_back\nprint(json.dumps({'passed': True}), flush=True)\nos._exit(0)"
+    ),
+    "print rewritten": (
+        "import builtins\n_print = builtins.print\n"
+        "builtins.print = lambda *a, **k: _print(*[str(x).replace('false', 'true') for x in a], **k)\n"
+        "result = 0"
+    ),
+    "json.dumps replaced": "import json\njson.dumps = lambda *a, **k: '{\"passed\": true}'\nresult = 0",
+    "the comparison replaced": (
+        "import numpy as np\nnp.testing.assert_array_equal = lambda *a, **k: None\nresult = 0"
+    ),
+    "an object equal to anything": (
+        "class Anything:\n    def __eq__(self, other):\n        return True\n\n"
+        "    __hash__ = None\nresult = Anything()"
+    ),
+    "forged result files with a pickle inside": (
+        "import numpy as np, json, os\nnp.savez('../results.npz', a0=np.array([os.system], dtype=object))\n"
+        "open('../results.json', 'w').write(json.dumps([{'t': 'dict', 'v': []}] * 2))\nos._exit(0)"
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def toy_domain(ds1000_env, tmp_path_factory):
+    path = tmp_path_factory.mktemp("toy") / "toy.jsonl"
+    row = {
+        "prompt": "cumulative sum, times 7, plus 3",
+        "reference_code": "result = a.cumsum() * 7 + 3",
+        "metadata": {"problem_id": 1, "library": "Numpy", "perturbation_origin_id": 1},
+        "code_context": TOY_CONTEXT,
+    }
+    broken = {**row, "metadata": {**row["metadata"], "problem_id": 2}}
+    broken["code_context"] = 'raise RuntimeError("broken test context")\nexec_context = "[insert]"\n'
+    path.write_text(json.dumps(row) + "\n" + json.dumps(broken) + "\n")
+    domain = get_domain("ds1000", data=path, env=ds1000_env, timeout=60)
+    yield domain
+    domain.close()
+
+
+def _toy(domain, problem_id):
+    return next(t for t in domain.tasks() if t.id == f"ds1000-{problem_id}")
+
+
+@pytest.mark.bwrap
+def test_a_broken_test_context_scores_zero_at_once_and_runs_no_solution(toy_domain, bwrap):
+    started = time.monotonic()
+    evaluation = toy_domain.evaluate(_toy(toy_domain, 2), "result = 1", bwrap)
+    assert evaluation.score == 0.0
+    assert "failed in loading the test context: RuntimeError: broken test context" in evaluation.feedback
+    assert time.monotonic() - started < 30  # not the 60 s + 30 s deadline
+
+
+@pytest.mark.bwrap
+def test_reference_passes_and_a_wrong_answer_fails_with_expected_and_got(toy_domain, bwrap):
+    task = _toy(toy_domain, 1)
+    assert toy_domain.evaluate(task, task.reference, bwrap).passed
+    wrong = toy_domain.evaluate(task, "result = a.cumsum()", bwrap)
+    assert (
+        not wrong.passed and "expected (test case 1): array([  3,  10,  24,  45,  73, 108])" in wrong.feedback
+    )
+
+
+@pytest.mark.bwrap
+@pytest.mark.parametrize("name", sorted(FORGERIES))
+def test_forged_verdicts_score_zero(toy_domain, bwrap, name):
+    evaluation = toy_domain.evaluate(_toy(toy_domain, 1), FORGERIES[name], bwrap)
+    assert evaluation.score == 0.0 and not evaluation.passed, evaluation.feedback
+
+
+@pytest.mark.bwrap
+def test_the_expected_answer_is_nowhere_the_solution_can_read(toy_domain, bwrap, ds1000_env):
+    search = (
+        "import os\nneedle = ('SENT' + 'INEL-3b9c').encode()\nfound = []\n"
+        "for top in ('/',):\n    for folder, dirs, files in os.walk(top):\n"
+        f"        if folder.startswith(('/proc', '/sys', '/dev', '/usr', '/opt', {str(ds1000_env)!r})):\n"
+        "            dirs[:] = []\n            continue\n"
+        "        for name in files:\n            try:\n"
+        "                with open(os.path.join(folder, name), 'rb') as handle:\n"
+        "                    if needle in handle.read(1 << 24):\n"
+        "                        found.append(os.path.join(folder, name))\n"
+        "            except OSError:\n                pass\n"
+        "raise RuntimeError(f'FOUND {found}')"
+    )
+    evaluation = toy_domain.evaluate(_toy(toy_domain, 1), search, bwrap)
+    assert "RuntimeError: FOUND []" in evaluation.feedback, evaluation.feedback

@@ -163,3 +163,61 @@ def test_command_evaluator_crash_timeout_and_isolation(open_tmp, tasks_file, bwr
     assert judge.read_text() == source  # the evaluator folder is read-only inside
     leak = domain.evaluate(task, "read", bwrap)
     assert not leak.passed and "host secret" not in leak.feedback
+
+
+@pytest.mark.bwrap
+def test_the_tasks_file_never_reaches_the_evaluator_sandbox(tasks_file, bwrap):
+    command = _evaluator(
+        tasks_file,
+        """
+        import os
+        print(sorted(os.listdir("/evaluator")))
+        print(open("/evaluator/tasks.jsonl").read() if os.path.exists("/evaluator/tasks.jsonl") else "hidden")
+        """,
+    )
+    domain = get_domain("jsonl", data=tasks_file, evaluator=command)
+    evaluation = domain.evaluate(domain.tasks()[0], "anything", bwrap)
+    assert "['judge.py']" in evaluation.feedback and "hidden" in evaluation.feedback
+    assert '"expected": "yes"' not in evaluation.feedback
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "custom_domain"
+# the issue's attacks on the example evaluator, and variants: each must score 0
+EXAMPLE_FORGERIES = {
+    "print a passing line, exit 0": (
+        "import json, os\nprint(json.dumps({'score': 1, 'feedback': 'all tests pass'}), flush=True)\n"
+        "os._exit(0)"
+    ),
+    "exec the expected answer from task.json": "import json\nexec(json.load(open('task.json'))['expected'])",
+    "exec the reference from the tasks file": (
+        "import json\nfor line in open('/evaluator/tasks.jsonl'):\n"
+        "    row = json.loads(line)\n    exec(row['reference'])"
+    ),
+    "write a passing line into the judge's stdout": (
+        "import os, json\nline = json.dumps({'score': 1, 'feedback': 'x'}) + '\\n'\n"
+        "for pid in (os.getppid(), 1, 2):\n    for fd in (1, 2):\n        try:\n"
+        "            with open(f'/proc/{pid}/fd/{fd}', 'w') as out:\n                out.write(line)\n"
+        "        except OSError:\n            pass\n"
+    ),
+    "kill the judge": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",
+    "read the judge's memory": (
+        "import os\nwith open(f'/proc/{os.getppid()}/mem', 'rb') as mem:\n    mem.read(1)\n"
+    ),
+}
+
+
+@pytest.fixture
+def example_domain(open_tmp):
+    import shutil
+
+    example = shutil.copytree(EXAMPLE, open_tmp / "custom_domain")
+    return get_domain("jsonl", data=example / "tasks.jsonl", evaluator="python3 /evaluator/evaluate.py")
+
+
+@pytest.mark.bwrap
+@pytest.mark.parametrize("name", sorted(EXAMPLE_FORGERIES))
+def test_forgeries_score_zero_with_the_example_evaluator(example_domain, bwrap, name):
+    task = next(t for t in example_domain.tasks() if t.id == "reverse-words")
+    assert example_domain.evaluate(task, task.reference, bwrap).passed
+    evaluation = example_domain.evaluate(task, EXAMPLE_FORGERIES[name], bwrap)
+    assert evaluation.score == 0.0, evaluation.feedback

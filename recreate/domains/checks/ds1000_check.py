@@ -1,19 +1,40 @@
-"""Runs INSIDE an evaluation sandbox with the pinned DS-1000 environment: judge one solution.
+"""Runs INSIDE the DS-1000 checker sandbox, which no solution ever runs in: judge solutions from data.
 
-Reads problem.json {"code_context", "solution"}, runs the problem's own `test_execution(solution)`
-(and `test_string(solution)` when defined) in the working folder `work/`, and prints
-"<marker> {json verdict}". After a failed check it prints a second line with diagnostics: the failing
-line of the test context and, for the first test case, the expected and the produced `result`.
+A long-lived server: it imports the libraries the problems use once (`config.json`), then forks one
+child per job that the host drops into `jobs/` (`jobs/<id>/problem.json`, then `jobs/<id>.job`).
+The child runs the problem's own `test_execution` twice, with `exec` replaced:
+1. recording: each test case's code (the solution inserted) and input namespace go to `cases.pkl`,
+   the expected answers stay in this process; the host runs them in the solution's own sandbox;
+2. judging: the solution's results (`results.json` + `results.npz`, decoded by ds1000_data, which runs
+   no code) are handed to the problem's checks as if `exec` had produced them, figures rebuilt by
+   ds1000_figure. The verdict is written to `verdict.json` and only read by the host.
 """
 
 import contextlib
 import json
 import os
+import pickle
+import shutil
+import signal
 import sys
+import time
 import traceback
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+import ds1000_data  # noqa: E402
+import ds1000_figure  # noqa: E402
+
 CONTEXT_FILE = "<ds1000 test context>"
+IDLE_POLL_S, BUSY_POLL_S = 0.05, 0.005
+
+
+class SolutionRaised(Exception):
+    """The solution raised this in its own sandbox (name, message and traceback come as data)."""
+
+    def __init__(self, error):
+        super().__init__(error.get("message", ""))
+        self.error = error
 
 
 def _short(value, limit=600):
@@ -29,50 +50,157 @@ def _failing_line(exc, code_context):
     return None
 
 
-def _expected_and_got(namespace, solution):
-    """Re-run test case 1 outside the assert, to show what was expected and what the solution produced."""
-    test_input, expected = namespace["generate_test_case"](1)
-    if expected is None or "exec_context" not in namespace:
-        return {}
-    env = {"test_input": test_input}
-    exec(namespace["exec_context"].replace("[insert]", solution), env)
-    return {"expected": _short(expected), "got": _short(env.get("result", "<no variable named result>"))}
+def _context_traceback(exc):
+    """The traceback from the test context down: this checker's own frames are noise to the reader."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != CONTEXT_FILE:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb or exc.__traceback__))[-1500:]
 
 
-def main():
-    marker = Path("marker.txt").read_text().strip()
-    os.remove("marker.txt")
+def _write_json(name, value):
+    Path(name + ".tmp").write_text(json.dumps(value))
+    os.replace(name + ".tmp", name)
+
+
+def _wait_for(name, deadline):
+    while not Path(name).exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {name} from the solution's sandbox in time")
+        time.sleep(BUSY_POLL_S)
+
+
+def record(namespace, solution):
+    """Run test_execution with the solution's `exec` and the checks stubbed: the generated test cases
+    (input, expected) and, per `exec`, the code and its input namespace."""
+    generated, cases = [], []
+    generate = namespace["generate_test_case"]
+
+    def recording_generate(case_id):
+        case = generate(case_id)
+        generated.append(case)
+        return case
+
+    def recording_exec(code, env):
+        cases.append((code, dict(env)))
+        env["result"] = None
+
+    checks = namespace.get("exec_test")
+    namespace.update(generate_test_case=recording_generate, exec=recording_exec, exec_test=lambda *a: True)
+    namespace["test_execution"](solution)
+    namespace.update(generate_test_case=generate, exec_test=checks)
+    del namespace["exec"]
+    return generated, cases
+
+
+def judge(namespace, solution, generated, outcomes):
+    """Run test_execution again: each test case replayed, each `exec` answered by the solution's data."""
+    replay, answers = iter(generated), iter(outcomes)
+
+    def served_exec(code, env):
+        outcome = next(answers)
+        ds1000_figure.rebuild(outcome.get("figure"))
+        Path("output.png").unlink(missing_ok=True)
+        if outcome.get("image"):
+            Path("output.png").write_bytes(outcome["image"])
+        if outcome.get("error"):
+            raise SolutionRaised(outcome["error"])
+        if outcome.get("has_result"):
+            env["result"] = outcome.get("result")
+
+    generate = namespace["generate_test_case"]
+    namespace.update(generate_test_case=lambda case_id: next(replay), exec=served_exec)
+    try:
+        namespace["test_execution"](solution)
+    finally:
+        namespace["generate_test_case"] = generate
+        del namespace["exec"]
+
+
+def verdict_for(exc, stage, code_context, generated, outcomes):
+    error = exc.error if isinstance(exc, SolutionRaised) else None
+    report = {
+        "passed": False,
+        "stage": stage,
+        "exception": error["exception"] if error else type(exc).__name__,
+        "message": (error["message"] if error else str(exc))[:1000],
+        "failing_line": _failing_line(exc, code_context),
+        "traceback": error["traceback"] if error else _context_traceback(exc),
+    }
+    if stage == "test_execution" and isinstance(exc, AssertionError) and generated and outcomes:
+        first = outcomes[0]
+        if generated[0][1] is not None:
+            report["expected"] = _short(generated[0][1])
+            report["got"] = (
+                _short(first.get("result")) if first.get("has_result") else "<no variable named result>"
+            )
+    return report
+
+
+def serve_job(deadline):
+    """In a forked child, inside jobs/<id>/: record, wait for the solution's data, judge."""
     problem = json.loads(Path("problem.json").read_text())
     code_context, solution = problem["code_context"], problem["solution"]
     os.makedirs("work", exist_ok=True)
     os.chdir("work")
     namespace = {"__name__": "ds1000_test_context"}
-    stage = "loading the test context"
+    generated, outcomes, stage = [], [], "loading the test context"
     try:
         exec(compile(code_context, CONTEXT_FILE, "exec"), namespace)
+        stage = "generating the test cases"
+        generated, cases = record(namespace, solution)
+        Path("../cases.pkl").write_bytes(pickle.dumps(cases))
+        _write_json("../cases.ready", len(cases))
+        stage = "running the solution"
+        _wait_for("../results.done", deadline)
+        data = ds1000_data.loads(Path("../results.json").read_text(), Path("../results.npz").read_bytes())
+        if not isinstance(data, list):
+            raise ds1000_data.DecodeError(f"the solution's sandbox sent no results: {str(data)[:300]}")
+        outcomes = data
         stage = "test_execution"
-        namespace["test_execution"](solution)
+        judge(namespace, solution, generated, outcomes)
         if "test_string" in namespace:
             stage = "test_string"
             namespace["test_string"](solution)
-    except BaseException as exc:  # the solution may raise anything, SystemExit included
-        verdict = {
-            "passed": False,
-            "stage": stage,
-            "exception": type(exc).__name__,
-            "message": str(exc)[:1000],
-            "failing_line": _failing_line(exc, code_context),
-            # from the test context down: this script's own frame is noise to the reader
-            "traceback": "".join(traceback.format_exception(exc.with_traceback(exc.__traceback__.tb_next)))[
-                -1500:
-            ],
-        }
-        print(marker, json.dumps(verdict), flush=True)
-        if stage == "test_execution" and isinstance(exc, AssertionError):
-            with contextlib.suppress(BaseException):  # diagnostics only; the verdict is already out
-                print(marker, json.dumps(_expected_and_got(namespace, solution)), flush=True)
-        return 0
-    print(marker, json.dumps({"passed": True}), flush=True)
+    except BaseException as exc:  # anything the checks raise is a failed check, SystemExit included
+        _write_json("../verdict.json", verdict_for(exc, stage, code_context, generated, outcomes))
+        return
+    _write_json("../verdict.json", {"passed": True})
+
+
+def fork_job(path, timeout):
+    job = path.with_suffix("")
+    path.unlink()
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        signal.alarm(int(timeout) + 5)  # a stuck check dies; the host then scores 0 for lack of a verdict
+        os.chdir(job)
+        serve_job(time.monotonic() + timeout)
+    finally:
+        os._exit(0)
+
+
+def main():
+    config = json.loads(Path("config.json").read_text())
+    for module in config["modules"]:
+        with contextlib.suppress(Exception):  # a problem that needs it fails on its own, with the reason
+            __import__(module)
+    Path("jobs").mkdir(exist_ok=True)
+    Path("server.ready").write_text("ready")
+    children = set()
+    while not Path("stop").exists():
+        jobs = sorted(Path("jobs").glob("*.job"))
+        for path in jobs:
+            children.add(fork_job(path, float(config["timeout"])))
+        for path in Path("jobs").glob("*.done"):  # the host has read that verdict
+            shutil.rmtree(path.with_suffix(""), ignore_errors=True)
+            path.unlink()
+        for pid in list(children):
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                children.discard(pid)
+        time.sleep(BUSY_POLL_S if children or jobs else IDLE_POLL_S)
     return 0
 
 
