@@ -1,9 +1,16 @@
 """Learning with a real model: online TAPO and GRPO side by side on the embedded SmolLM2-135M.
 
-The task: two-digit addition through the real agent runtime (text actions in a bwrap sandbox; the
-math domain checks the submitted number). With the one-shot scaffold below, the base model is right
-about a fifth of the time and fails mostly by echoing the expression instead of computing it
-(`echo 69 + 29`): it succeeds sometimes, which is what group-relative RL needs.
+The task: two-digit addition through the real agent runtime (text actions in a bwrap sandbox, up to 3
+steps; the math domain checks the submitted number). The scaffold puts two worked examples in the
+instance prompt (the 135M model ignores most of a system prompt).
+
+Calibration, measured 2026-12-03 on a loaded 2-core machine (12 tasks x 2 seeds, T=0.7, no
+truncation), pass@1 through the agent runtime: examples in the system prompt 0/24; in the instance
+prompt 0/24 (1 submission), also with replies capped at 28 tokens 0/24 — the model often runs the
+right command (`echo $((37 + 62))` -> 99) but then runs another command instead of submitting. At T=1
+without truncation 0/24. So with these scaffolds the base model's reward is ~0: group-relative RL gets
+no signal, and this benchmark cannot show a gain until a scaffold lifts the base rate (the FACTS
+calibration of 86% was a single-turn prompt, not the multi-turn agent runtime).
 
 Both algorithms start from the same base model with the same tasks, seeds, sampling, LoRA settings,
 learning rate, steps and held-out set; only `algo` differs (the loss registry's defaults for each).
@@ -31,7 +38,7 @@ from recreate.domains import get_domain  # noqa: E402
 from recreate.finetune.online import OnlineConfig, online_train  # noqa: E402
 from recreate.scaffold import load_scaffold  # noqa: E402
 
-ONE_SHOT = """Example of a whole run:
+EXAMPLES = """Examples:
 Task: What is 3 + 4?
 You: ```bash
 echo $((3 + 4))
@@ -39,7 +46,16 @@ echo $((3 + 4))
 Output: 7
 You: ```submit
 7
-```"""
+```
+Task: What is 25 + 17?
+You: ```bash
+echo $((25 + 17))
+```
+Output: 42
+You: ```submit
+42
+```
+"""
 
 
 def write_tasks(path: Path, count: int, seed: int) -> Path:
@@ -56,9 +72,10 @@ def write_tasks(path: Path, count: int, seed: int) -> Path:
 
 def scaffold():
     seed = load_scaffold(REPO / "scaffolds" / "minimal")
+    """The seed scaffold with worked examples in the instance prompt and 3 steps."""
     return seed.model_copy(
         update={
-            "system_prompt": seed.system_prompt + "\n" + ONE_SHOT,
+            "instance_template": EXAMPLES + "Task: {{ task }}",
             "limits": seed.limits.model_copy(update={"max_steps": 3}),
         }
     )
