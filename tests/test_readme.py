@@ -19,6 +19,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -124,15 +125,18 @@ def endpoint() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def workspace() -> Iterator[Path]:
     if not (Path(sys.prefix) / "bin" / "activate").is_file():
         pytest.skip("not running in a venv: the README's `source .venv/bin/activate` has none to link")
-    root = tmp_path_factory.mktemp("readme")
-    root.chmod(0o755)  # the evaluator folder is bound into the sandbox, whose user must reach it
+    # not under pytest's tmp folder (mode 0700): the evaluator folder is bound into the sandbox, whose
+    # unprivileged user must reach it through every parent
+    root = Path(tempfile.mkdtemp(prefix="recreate-readme-"))
+    root.chmod(0o755)
     for name in COPIED:
         shutil.copytree(REPO / name, root / name)
     (root / ".venv").symlink_to(sys.prefix, target_is_directory=True)
-    return root
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def readme_env(workspace: Path, endpoint: str) -> dict[str, str]:
