@@ -45,7 +45,7 @@ _ENDPOINT_ERRORS = frozenset(
 )
 _CONTEXT_OVERFLOW = re.compile(
     r"context[ _-]?length|context[ _-]?window|maximum context|context_length_exceeded|prompt is too long"
-    r"|too many (input )?tokens|exceeds? the (model's )?(maximum )?context",
+    r"|too many (input )?tokens|exceeds? the (model's |available )?(maximum )?context|exceed_context_size",
     re.IGNORECASE,
 )
 
