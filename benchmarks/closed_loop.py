@@ -7,8 +7,9 @@ instance prompt (the 135M model ignores most of a system prompt).
 Calibration, measured 2026-12-03 on a loaded 2-core machine (12 tasks x 2 seeds, T=0.7, no
 truncation), pass@1 through the agent runtime: examples in the system prompt 0/24; in the instance
 prompt 0/24 (1 submission), also with replies capped at 28 tokens 0/24 — the model often runs the
-right command (`echo $((37 + 62))` -> 99) but then runs another command instead of submitting. At T=1
-without truncation 0/24. So with these scaffolds the base model's reward is ~0: group-relative RL gets
+right command (`echo $((37 + 62))` -> 99) but then runs another command instead of submitting; stop
+strings (`\nOutput:`, `\nTask:`) that cut its imagined continuation leave that unchanged (0/24). At
+T=1 without truncation 0/24. So with these scaffolds the base model's reward is ~0: group-relative RL gets
 no signal, and this benchmark cannot show a gain until a scaffold lifts the base rate (the FACTS
 calibration of 86% was a single-turn prompt, not the multi-turn agent runtime).
 
