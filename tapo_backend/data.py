@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from recreate.experience.schema import SchemaError, Trajectory, load_trajectory
+from recreate.experience.schema import EXAMPLE_NAME, SchemaError, Trajectory, load_trajectory
 from tapo_backend.advantages import group_advantages
 
 
@@ -170,7 +170,7 @@ def _logged_turns(traj: Trajectory) -> dict[int, tuple[list[int], list[float] | 
     """message index -> (token ids, logprobs) for the assistant turns the endpoint returned tokens for."""
     steps = [s for s in traj.steps if s.token_ids]
     if any(s.message_index is None for s in steps):
-        assistant = [i for i, m in enumerate(traj.messages) if m.get("role") == "assistant"]
+        assistant = [i for i, m in enumerate(traj.messages) if _model_turn(m)]
         if len(assistant) != len(steps):
             raise DataError(
                 "steps carry token ids without message_index and do not pair with assistant turns"
@@ -201,7 +201,7 @@ def _not_append_only(index: int, role: str) -> TemplateError:
 def tokenize_trajectory(traj: Trajectory, tokenizer: Any, max_length: int | None = None) -> Example:
     """Token ids, model-token mask and behaviour log-probs for one trajectory (DataError if impossible)."""
     messages = traj.messages
-    if not any(m.get("role") == "assistant" for m in messages):
+    if not any(_model_turn(m) for m in messages):
         raise DataError("no assistant messages")
     logged = _logged_turns(traj)
     ids: list[int] = []
@@ -216,7 +216,7 @@ def tokenize_trajectory(traj: Trajectory, tokenizer: Any, max_length: int | None
         logprobs.extend(lps if lps is not None else [0.0] * len(text_ids))
 
     for i, message in enumerate(messages):
-        if message.get("role") != "assistant":
+        if not _model_turn(message):  # worked examples shown to the model are context, like the prompt
             continue
         context = _render(tokenizer, messages[:i], generation_prompt=True)
         full = _render(tokenizer, messages[: i + 1], generation_prompt=False)
@@ -253,6 +253,10 @@ def tokenize_trajectory(traj: Trajectory, tokenizer: Any, max_length: int | None
         behaviour_logprobs=logprobs if all_logged else None,
         token_in_token_out=bool(logged),
     )
+
+
+def _model_turn(message: dict[str, Any]) -> bool:
+    return message.get("role") == "assistant" and message.get("name") != EXAMPLE_NAME
 
 
 def _trailing_space(text: str) -> str:

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from recreate.scaffold.model import INTERPRETERS, Scaffold
+from recreate.agent.toolbox import SUBMIT_MARKER
+from recreate.experience.schema import EXAMPLE_NAME
+from recreate.scaffold.model import INTERPRETERS, Example, Scaffold
 
 NO_TOOL_CALL = (
     "Format error: your reply has no tool call. Call exactly one tool per reply (`bash` to run a command, "
@@ -98,6 +101,8 @@ def runtime_instructions(scaffold: Scaffold, action_format: str) -> str:
             "```bash\n<command>\n```",
             "and finish with",
             "```submit\n<final answer>\n```",
+            f"(or run a command whose output starts with the line {SUBMIT_MARKER}: the rest of its output "
+            "is your final answer).",
         ]
         for tool in scaffold.tools:
             run = f"{INTERPRETERS[tool.language]} {tool.sandbox_path()} '<JSON arguments>'"
@@ -114,3 +119,33 @@ def runtime_instructions(scaffold: Scaffold, action_format: str) -> str:
             titles = "\n".join(f"- [{m.id}] {m.title}" for m in scaffold.memory)
             parts.append(f"## Memory (read with the search_memory tool)\n{titles}")
     return "\n\n".join(parts)
+
+
+def example_messages(
+    examples: list[Example], action_format: str, render_task: Callable[[str], str]
+) -> list[BaseMessage]:
+    """A scaffold's worked examples as earlier turns of the conversation, in the run's action format. An
+    example's last step ends it: a `submit`, or a command that submits its output by the SUBMIT_MARKER.
+    The turns carry `name="example"`: the trainer scores them as context, never as the model's."""
+    messages: list[BaseMessage] = []
+    for n, example in enumerate(examples):
+        messages.append(HumanMessage(render_task(example.task), name=EXAMPLE_NAME))
+        for k, step in enumerate(example.steps):
+            last = k == len(example.steps) - 1
+            if step.command is not None:
+                name, value = "bash", step.command
+                shown = f"exit_code: 0\nstdout:\n{step.output}" if step.output else "exit_code: 0"
+            else:
+                name, value, shown = "submit", step.submit or "", "submitted"
+            if action_format == "text":
+                messages.append(AIMessage(f"```{name}\n{value}\n```", name=EXAMPLE_NAME))
+                if not last:
+                    messages.append(HumanMessage(shown, name=EXAMPLE_NAME))
+                continue
+            call_id = f"example-{n}-{k}"
+            args = {"command": value} if name == "bash" else {"answer": value}
+            call = {"name": name, "args": args, "id": call_id, "type": "tool_call"}
+            messages.append(AIMessage("", tool_calls=[call], name=EXAMPLE_NAME))
+            answer = "submitted" if last else shown
+            messages.append(ToolMessage(answer, tool_call_id=call_id, name=EXAMPLE_NAME))
+    return messages

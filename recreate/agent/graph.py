@@ -30,7 +30,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from recreate.agent.actions import parse_reply, runtime_instructions
+from recreate.agent.actions import example_messages, parse_reply, runtime_instructions
 from recreate.agent.recorder import TrajectoryRecorder, model_info, step_record
 from recreate.agent.toolbox import ActionError, ToolBox, tool_specs
 from recreate.experience.schema import SandboxInfo, Trajectory, new_id, utcnow
@@ -178,7 +178,16 @@ class DomainAgent:
                 raise ValueError("no task: pass {'task': ...} or end the input messages with a human message")
             self._attach(tid, runtime.context.session if runtime.context else None)
             instance = render_instance(self.shown_scaffold, task, task_id=state.get("task_id") or "")
-            update["messages"] = [SystemMessage(self.system_text, id=f"{tid}:system"), HumanMessage(instance)]
+            examples = example_messages(
+                self.shown_scaffold.examples,
+                self.action_format,
+                lambda text: render_instance(self.shown_scaffold, text, task_id="example"),
+            )
+            update["messages"] = [
+                SystemMessage(self.system_text, id=f"{tid}:system"),
+                *examples,
+                HumanMessage(instance),
+            ]
             self.recorder.begin(state | update, update["messages"])
         except Exception as exc:
             update.update(_failure(state | update, exc))

@@ -18,6 +18,8 @@ from recreate.sandbox.base import Result, Session
 from recreate.scaffold.model import MemoryItem, Scaffold, Tool
 from recreate.scaffold.validate import install_tools
 
+# mini-swe-agent's convention: a command whose output starts with this line submits the rest of its output
+SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 OBSERVATION_CHARS = 10_000  # what the model reads back per command (head + tail); the step keeps more
 
 BASH_SPEC = {
@@ -164,4 +166,8 @@ class ToolBox:
             return ToolResult(format_memory(search_memory(self.scaffold.memory, str(args["query"]))))
         command = args["command"] if name == "bash" else self._tools[name].command(args)
         result = self.session.run(command, timeout=self.timeout)
-        return ToolResult(format_observation(result, self.timeout), observation_of(result))
+        text, observation = format_observation(result, self.timeout), observation_of(result)
+        first, _, rest = result.stdout.lstrip("\n").partition("\n")
+        if name == "bash" and first.strip() == SUBMIT_MARKER and not result.timed_out:
+            return ToolResult(text, observation, submission=rest.strip())
+        return ToolResult(text, observation)

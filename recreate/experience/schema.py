@@ -17,6 +17,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION = 1
+# `name` of the messages that show a scaffold's worked examples: context, not the model's own turns
+EXAMPLE_NAME = "example"
 
 ExitStatus = Literal[
     "submitted",  # the agent called submit

@@ -2,7 +2,7 @@
 
 ```
 scaffold.yaml            name, domain, description, system_prompt, instance_template, action_format,
-                         limits, tools: [names], rules: [...]
+                         limits, tools: [names], rules: [...], examples: [...] (when there are some)
 tools/<name>/tool.yaml   description, args (JSON schema), smoke: {args, expect, exit_code} (optional)
 tools/<name>/main.py     or main.sh: the tool's code, run inside the sandbox
 memory.jsonl             one memory item per line
@@ -61,7 +61,7 @@ def _dump_yaml(data: dict[str, Any]) -> bytes:
 
 def canonical_files(scaffold: Scaffold) -> dict[str, bytes]:
     """The directory contents (relative path -> bytes) that represent `scaffold` exactly."""
-    head = scaffold.model_dump(mode="json", exclude={"tools", "rules", "memory"})
+    head = scaffold_data(scaffold, exclude={"tools", "rules", "memory"})
     head["tools"] = [tool.name for tool in scaffold.tools]
     head["rules"] = [rule.model_dump(mode="json") for rule in scaffold.rules]
     files = {SCAFFOLD_FILE: _dump_yaml(head)}
@@ -76,12 +76,19 @@ def canonical_files(scaffold: Scaffold) -> dict[str, bytes]:
     return files
 
 
+def scaffold_data(scaffold: Scaffold, exclude: set[str] | None = None) -> dict[str, Any]:
+    """The scaffold as JSON data; `examples` only when there are some, so a scaffold without examples
+    keeps the files and the hash it had before scaffolds could hold them."""
+    data = scaffold.model_dump(mode="json", exclude=exclude)
+    if not data.get("examples", True):
+        del data["examples"]
+    return data
+
+
 def content_hash(scaffold: Scaffold) -> str:
     """sha256 of the content in canonical JSON (sorted keys): the same for equal scaffolds on any
     machine, whatever YAML emitter wrote their files."""
-    canonical = json.dumps(
-        scaffold.model_dump(mode="json"), sort_keys=True, ensure_ascii=False, separators=(",", ":")
-    )
+    canonical = json.dumps(scaffold_data(scaffold), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 

@@ -1,7 +1,8 @@
 """The Scaffold: everything about a domain agent except the model.
 
 In memory a scaffold is one pydantic object; on disk it is a directory (see `recreate.scaffold.files`):
-`scaffold.yaml`, `tools/<name>/{tool.yaml, main.py|main.sh}` and `memory.jsonl`.
+`scaffold.yaml` (with the worked `examples`, when it has any), `tools/<name>/{tool.yaml, main.py|main.sh}`
+and `memory.jsonl`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import json
 import shlex
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 if TYPE_CHECKING:
     from recreate.experience.schema import ScaffoldRef
@@ -90,6 +91,35 @@ class MemoryItem(_Model):
     harmful: int = Field(0, ge=0)
 
 
+class ExampleStep(_Model):
+    """One step of a worked example: a command and what it printed, or the final answer."""
+
+    command: str | None = Field(None, min_length=1)
+    output: str = ""
+    submit: str | None = None
+
+    @model_validator(mode="after")
+    def _one_action(self) -> ExampleStep:
+        if (self.command is None) == (self.submit is None):
+            raise ValueError("an example step has either `command` (with its `output`) or `submit`")
+        return self
+
+
+class Example(_Model):
+    """A worked example, shown to the agent as earlier turns of the conversation (few-shot): the task
+    through the instance template, then each step as the agent's reply and the sandbox's answer, in the
+    run's action format."""
+
+    task: str = Field(min_length=1)
+    steps: list[ExampleStep] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _submit_last(self) -> Example:
+        if any(step.submit is not None for step in self.steps[:-1]):
+            raise ValueError("only the last step of an example may submit")
+        return self
+
+
 class Scaffold(_Model):
     name: str = Field(pattern=NAME_PATTERN)
     domain: str = Field(min_length=1)
@@ -101,6 +131,7 @@ class Scaffold(_Model):
     tools: list[Tool] = Field(default_factory=list)
     rules: list[Rule] = Field(default_factory=list)
     memory: list[MemoryItem] = Field(default_factory=list)
+    examples: list[Example] = Field(default_factory=list)
 
     _ref: str | None = PrivateAttr(None)  # "name@v7" when loaded from a store
 

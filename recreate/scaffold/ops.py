@@ -32,6 +32,7 @@ SettableField = Literal[
     "limits.max_steps",
     "limits.max_cost_usd",
     "limits.command_timeout_s",
+    "examples",
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -18,6 +19,8 @@ from recreate import create_domain_agent
 from recreate.agent import recover_trajectory
 from recreate.experience.schema import load_trajectory
 from recreate.models import Budget, UsageLedger
+from recreate.scaffold import load_scaffold
+from recreate.scaffold.model import Example
 from recreate.testing import Reply, text, tool_call
 from tests.agent.conftest import MINIMAL, REPO, ScriptedChat, call
 
@@ -264,3 +267,54 @@ def test_each_model_call_of_a_seeded_run_samples_with_its_own_seed(openai_server
     assert [r["seed"] for r in openai_server.requests] == [step_seed(5, 0), step_seed(5, 1)]
     assert len({step_seed(5, 0), step_seed(5, 1), step_seed(6, 0), step_seed(4, 1)}) == 4  # no shared noise
     assert load_trajectory(out["trajectory_path"]).seed == 5  # the run's seed is what the log records
+
+
+EXAMPLES = [
+    {"task": "What is 3 + 4?", "steps": [{"command": "echo $((3 + 4))", "output": "7"}, {"submit": "7"}]},
+    {"task": "What is 2 + 2?", "steps": [{"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; echo 4"}]},
+]
+
+
+def test_worked_examples_are_earlier_turns_and_a_marked_output_submits(openai_server, bwrap, tmp_path):
+    scaffold = load_scaffold(MINIMAL).model_copy(update={"examples": [Example(**e) for e in EXAMPLES]})
+    openai_server.enqueue(text("```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; echo $((20 + 22))\n```"))
+    out = _agent(openai_server, bwrap, tmp_path, scaffold=scaffold, action_format="text").invoke(
+        {"task": "What is 20 + 22?"}
+    )
+    assert out["exit_status"] == "submitted" and out["submission"] == "42" and out["steps"] == 1
+    sent = openai_server.requests[0]["messages"]
+    assert [(m["role"], m["content"]) for m in sent[1:]] == [
+        ("user", "What is 3 + 4?"),
+        ("assistant", "```bash\necho $((3 + 4))\n```"),
+        ("user", "exit_code: 0\nstdout:\n7"),
+        ("assistant", "```submit\n7\n```"),
+        ("user", "What is 2 + 2?"),
+        ("assistant", "```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; echo 4\n```"),
+        ("user", "What is 20 + 22?"),
+    ]
+    assert "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" in sent[0]["content"]  # the runtime says how
+    traj = load_trajectory(tmp_path / "traj" / f"{out['trajectory_id']}.json")
+    assert [m.get("name") for m in traj.messages[1:8]] == ["example"] * 6 + [None]
+    assert traj.steps[0].message_index == 8  # the model's own turn, after the examples
+
+
+def test_worked_examples_in_tool_call_format_answer_every_call(openai_server, bwrap, tmp_path):
+    scaffold = load_scaffold(MINIMAL).model_copy(update={"examples": [Example(**e) for e in EXAMPLES]})
+    openai_server.enqueue(tool_call("submit", {"answer": "42"}))
+    out = _agent(openai_server, bwrap, tmp_path, scaffold=scaffold).invoke({"task": "What is 20 + 22?"})
+    assert out["exit_status"] == "submitted"
+    sent = openai_server.requests[0]["messages"][1:]
+    calls = [c["id"] for m in sent for c in m.get("tool_calls", [])]
+    answered = [m["tool_call_id"] for m in sent if m["role"] == "tool"]
+    assert calls == answered == ["example-0-0", "example-0-1", "example-1-0"]
+    assert json.loads(sent[1]["tool_calls"][0]["function"]["arguments"]) == {"command": "echo $((3 + 4))"}
+
+
+def test_the_marker_submits_only_as_the_first_line_of_bash_output(openai_server, bwrap, tmp_path):
+    openai_server.enqueue(
+        text("```bash\necho before; echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; echo 1\n```"),
+        text("```bash\nprintf 'COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\\nline one\\nline two\\n'\n```"),
+    )
+    out = _agent(openai_server, bwrap, tmp_path, action_format="text").invoke({"task": "Say two lines"})
+    assert out["exit_status"] == "submitted" and out["steps"] == 2
+    assert out["submission"] == "line one\nline two"

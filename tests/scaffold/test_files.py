@@ -20,6 +20,7 @@ from recreate.scaffold import (
     read_dir,
     write_dir,
 )
+from recreate.scaffold.model import Example
 from tests.scaffold.conftest import echo_tool, make_scaffold
 
 
@@ -181,3 +182,33 @@ def test_a_tool_without_a_smoke_test_round_trips(tmp_path):
     out = write_dir(scaffold, tmp_path / "s")
     assert "smoke" not in (out / "tools/echo_text/tool.yaml").read_text()
     assert read_dir(out).validate() == scaffold
+
+
+WORKED = {"task": "What is 3 + 4?", "steps": [{"command": "echo $((3 + 4))", "output": "7"}, {"submit": "7"}]}
+
+
+def test_worked_examples_round_trip_and_leave_other_scaffolds_unchanged(scaffold, tmp_path):
+    assert "examples" not in canonical_files(scaffold)["scaffold.yaml"].decode()  # old files, old hashes
+    with_examples = scaffold.model_copy(update={"examples": [Example(**WORKED)]})
+    assert with_examples.content_hash() != scaffold.content_hash()
+    loaded = read_dir(write_dir(with_examples, tmp_path / "s"))
+    assert loaded == with_examples and loaded.examples[0].steps[1].submit == "7"
+
+
+@pytest.mark.parametrize(
+    ("steps", "message"),
+    [
+        ([{"command": "ls", "submit": "x"}], "either `command`"),
+        ([{"output": "7"}], "either `command`"),
+        ([{"submit": "1"}, {"command": "ls"}], "only the last step"),
+        ([], "at least 1 item"),
+    ],
+)
+def test_malformed_worked_examples_are_named(scaffold, tmp_path, steps, message):
+    out = write_dir(scaffold, tmp_path / "s")
+    doc = yaml.safe_load((out / "scaffold.yaml").read_text())
+    doc["examples"] = [{"task": "t", "steps": steps}]
+    (out / "scaffold.yaml").write_text(yaml.safe_dump(doc))
+    with pytest.raises(ScaffoldValidationError, match=message) as info:
+        read_dir(out)
+    assert "examples" in str(info.value)

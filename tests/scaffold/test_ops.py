@@ -50,6 +50,17 @@ def test_set_field(scaffold):
     assert (scaffold.limits.max_steps, scaffold.action_format) == (20, "tool_calls")
 
 
+def test_set_field_writes_worked_examples_and_rejects_malformed_ones(scaffold):
+    example = {"task": "What is 1 + 1?", "steps": [{"command": "echo 2", "output": "2"}, {"submit": "2"}]}
+    new = apply(scaffold, [SetField(field="examples", value=[example])])
+    assert new.examples[0].steps[0].command == "echo 2" and not scaffold.examples
+    with pytest.raises((OpError, ScaffoldValidationError), match="only the last step"):
+        apply(
+            scaffold,
+            [SetField(field="examples", value=[{"task": "t", "steps": [{"submit": "1"}, {"submit": "2"}]}])],
+        )
+
+
 def test_set_field_cannot_touch_identity_fields(scaffold):
     with pytest.raises(OpError, match=r"op 0 \(set_field\): field: Input should be 'description'"):
         apply(scaffold, [{"op": "set_field", "field": "name", "value": "other"}])

@@ -193,3 +193,18 @@ def test_reads_an_experience_store(tmp_path: Path, tokenizer) -> None:
     dataset = build_dataset(tmp_path / "store", tokenizer)
     assert sorted(e.trajectory_id for e in dataset.examples) == [f"stored-{k}" for k in range(4)]
     assert [s.reason for s in dataset.skipped] == ["not a trajectory"]  # the memory line, reported
+
+
+def test_worked_example_turns_are_context_and_keep_the_logged_logprobs(tokenizer) -> None:
+    traj = synthetic_trajectory(2, "A", tokenizer=tokenizer, logprob=-0.5)
+    example_turns = [
+        {"role": "user", "content": "Task 9: pick a letter.", "name": "example"},
+        {"role": "assistant", "content": "A", "name": "example"},
+    ]
+    traj.messages[2:2] = example_turns  # shown before the model's own turns, as the agent sends them
+    for step in traj.steps:
+        step.message_index += len(example_turns)
+    example = tokenize_trajectory(traj, tokenizer)
+    model_text = [text for m, text in _segments(example, tokenizer) if m == 1]
+    assert model_text == ["look 2<|im_end|>", "A<|im_end|>"]  # the example's "A" is not trained on
+    assert example.behaviour_logprobs is not None and example.token_in_token_out
