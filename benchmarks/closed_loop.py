@@ -1,17 +1,17 @@
 """Learning with a real model: online TAPO and GRPO side by side on the embedded SmolLM2-135M.
 
-The task: two-digit addition through the real agent runtime (text actions in a bwrap sandbox, up to 3
-steps; the math domain checks the submitted number). The scaffold puts two worked examples in the
-instance prompt (the 135M model ignores most of a system prompt).
+The task, through the real agent runtime (text actions in a bwrap sandbox, up to 2 steps; the math
+domain checks the submitted number): "What is the sum of 31 and 45?". The scaffold shows two worked
+examples as earlier turns of the conversation, in the other wording ("What is 3 + 4?" answered by
+`echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; echo $((3 + 4))`, mini-swe-agent's submit-by-output
+convention). The model must carry the pattern over to the new wording: the room RL has to learn in.
 
-Calibration, measured 2026-12-03 on a loaded 2-core machine (12 tasks x 2 seeds, T=0.7, no
-truncation), pass@1 through the agent runtime: examples in the system prompt 0/24; in the instance
-prompt 0/24 (1 submission), also with replies capped at 28 tokens 0/24 — the model often runs the
-right command (`echo $((37 + 62))` -> 99) but then runs another command instead of submitting; stop
-strings (`\nOutput:`, `\nTask:`) that cut its imagined continuation leave that unchanged (0/24). At
-T=1 without truncation 0/24. So with these scaffolds the base model's reward is ~0: group-relative RL gets
-no signal, and this benchmark cannot show a gain until a scaffold lifts the base rate (the FACTS
-calibration of 86% was a single-turn prompt, not the multi-turn agent runtime).
+Calibration, measured 2026-12-03 on a loaded 2-core machine (30 problems, T=0.7, no truncation, a
+harness sending the agent's messages): with these two examples as turns, "What is a + b?" is solved
+87% of the time and mixed +, -, * 90%; "the sum of a and b" 40% — chosen, since group-relative RL needs
+tasks the base model solves sometimes. The same examples inside the instance prompt as text give 3%,
+one example 0%, and examples that submit with a second ```submit turn 7%: earlier versions of this
+benchmark (examples in the prompt) measured a base rate of 0/24 and could show no learning.
 
 Both algorithms start from the same base model with the same tasks, seeds, sampling, LoRA settings,
 learning rate, steps and held-out set; only `algo` differs (the loss registry's defaults for each).
@@ -37,26 +37,10 @@ sys.path.insert(0, str(REPO))
 
 from recreate.domains import get_domain  # noqa: E402
 from recreate.finetune.online import OnlineConfig, online_train  # noqa: E402
-from recreate.scaffold import load_scaffold  # noqa: E402
+from recreate.scaffold import Scaffold, load_scaffold  # noqa: E402
+from recreate.scaffold.model import Example, ExampleStep  # noqa: E402
 
-EXAMPLES = """Examples:
-Task: What is 3 + 4?
-You: ```bash
-echo $((3 + 4))
-```
-Output: 7
-You: ```submit
-7
-```
-Task: What is 25 + 17?
-You: ```bash
-echo $((25 + 17))
-```
-Output: 42
-You: ```submit
-42
-```
-"""
+MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
 
 def write_tasks(path: Path, count: int, seed: int) -> Path:
@@ -66,20 +50,18 @@ def write_tasks(path: Path, count: int, seed: int) -> Path:
         pairs.add((rng.randint(10, 99), rng.randint(10, 99)))
     with path.open("w", encoding="utf-8") as f:
         for a, b in sorted(pairs):
-            row = {"id": f"add-{a}-{b}", "problem": f"What is {a} + {b}?", "answer": str(a + b)}
+            row = {"id": f"sum-{a}-{b}", "problem": f"What is the sum of {a} and {b}?", "answer": str(a + b)}
             f.write(json.dumps(row) + "\n")
     return path
 
 
-def scaffold():
+def scaffold() -> Scaffold:
+    """The seed scaffold with two worked examples (in the other wording) and 2 steps, text actions."""
     seed = load_scaffold(REPO / "scaffolds" / "minimal")
-    """The seed scaffold with worked examples in the instance prompt and 3 steps."""
-    return seed.model_copy(
-        update={
-            "instance_template": EXAMPLES + "Task: {{ task }}",
-            "limits": seed.limits.model_copy(update={"max_steps": 3}),
-        }
-    )
+    commands = {f"What is {a} + {b}?": f"echo {MARKER}; echo $(({a} + {b}))" for a, b in ((3, 4), (25, 17))}
+    examples = [Example(task=task, steps=[ExampleStep(command=c)]) for task, c in commands.items()]
+    limits = seed.limits.model_copy(update={"max_steps": 2})
+    return seed.model_copy(update={"examples": examples, "limits": limits, "action_format": "text"})
 
 
 def plot(curves: dict[str, list[dict]], out: Path) -> None:
@@ -100,7 +82,7 @@ def plot(curves: dict[str, list[dict]], out: Path) -> None:
     ax.set_ylabel("held-out pass@1")
     ax.set_ylim(0, 1)
     ax.legend()
-    ax.set_title("online RL on SmolLM2-135M (agent runtime, 2-digit addition)")
+    ax.set_title("online RL on SmolLM2-135M (agent runtime, 'the sum of a and b')")
     fig.tight_layout()
     fig.savefig(out, dpi=120)
 
@@ -142,6 +124,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4, help="optimizer steps per iteration")
     parser.add_argument("--lr", type=float, default=2e-5)
     parser.add_argument("--eval-seeds", type=int, default=2)
+    parser.add_argument("--reply-tokens", type=int, default=64, help="cap per model reply")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--home", type=Path, default=None, help="RECREATE_HOME (keeps the HF conversion)")
     parser.add_argument("--out", type=Path, default=None, help="folder for runs, table and plot")
@@ -161,7 +144,7 @@ def main() -> None:
         config = OnlineConfig(
             iterations=args.iterations, tasks_per_iteration=args.tasks_per_iteration,
             group_size=args.group_size, algo=algo, lr=args.lr, steps_per_iteration=args.steps,
-            eval_seeds=args.eval_seeds, seed=args.seed,
+            eval_seeds=args.eval_seeds, seed=args.seed, max_reply_tokens=args.reply_tokens,
         )  # fmt: skip
         deadline = time.time() + args.minutes * 60 / len(algos)
         started = time.time()

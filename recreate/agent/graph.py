@@ -15,6 +15,7 @@ node and the parent's checkpointer applies.
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import threading
 import time
@@ -217,7 +218,7 @@ class DomainAgent:
         started = utcnow()
         kwargs = {}
         if self.pass_seed and state.get("seed") is not None:
-            kwargs["seed"] = step_seed(state["seed"], state["steps"])
+            kwargs["seed"] = step_seed(state["seed"], state["steps"], state.get("task_id") or state["task"])
         messages = _run_messages(state)
         try:
             reply = self.llm.invoke(messages, **kwargs)
@@ -310,11 +311,16 @@ class DomainAgent:
             entry[0].session.close()
 
 
-def step_seed(seed: int, step: int) -> int:
-    """The sampling seed of a run's `step`-th model call. One seed for every call would replay the same
-    sampling noise at each step (vLLM then repeats its first reply token for token), and `seed + step`
-    would share noise between the runs of a group; the trajectory records the run's seed."""
-    return (seed * 100_003 + step) % 2**31
+def step_seed(seed: int, step: int, task: str = "") -> int:
+    """The sampling seed of a run's `step`-th model call on `task` (its id, else its text). One seed for
+    every call would replay the same sampling noise at each step (vLLM then repeats its first reply token
+    for token); `seed + step` would share noise between the runs of a group; and without the task, runs
+    of different tasks with the same seed share it: on similar prompts a small model then makes the same
+    choice on every task, and an evaluation over tasks x seeds holds as many independent samples as it
+    has seeds (measured: 24 tasks x 2 seeds, every task passed exactly once). The trajectory records
+    the run's seed."""
+    salt = int(hashlib.sha256(task.encode()).hexdigest()[:8], 16)
+    return (seed * 100_003 + step + salt) % 2**31
 
 
 def _answer(text: str, call_id: str | None, status: str = "success") -> BaseMessage:

@@ -149,7 +149,7 @@ def _train_config(config: OnlineConfig, output_dir: Path, iteration: int) -> Any
     )  # fmt: skip
 
 
-def _mean_metrics(path: Path) -> dict[str, float]:
+def mean_metrics(path: Path) -> dict[str, float]:
     if not path.is_file():
         return {}
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -219,7 +219,7 @@ def online_train(
                         _train_config(config, run_dir / "train" / f"it-{iteration:03d}", iteration),
                         batch, str(version.hf_dir), dataset=dataset,
                     )  # fmt: skip
-                    row.metrics = _mean_metrics(result.metrics_path)
+                    row.metrics = mean_metrics(result.metrics_path)
                     version = policy.publish(result.final_dir)
                 else:
                     log(

@@ -5,11 +5,14 @@ llama.cpp engine, an f32 GGUF of the same weights (what the agents sample from).
 adapter folds it into the current version's weights, writes both, and restarts the llama.cpp server
 on the new GGUF under the version's name (a second: the 135M model loads at once), so every
 trajectory records in `model.name` the policy version that produced it. Versions are
-`<base>` (v0), then `<base>+ft1`, `<base>+ft2`, ...; the last `keep` versions stay on disk.
+`<base>` (v0), then `<base>+ft1-<hash>`, `<base>+ft2-<hash>`, ...: the hash of the adapter's weights makes
+the name say which weights answered, also across runs (the rollout cache is keyed by it). A candidate that
+a gate rejects is discarded with `rollback`. The last `keep` versions stay on disk.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from dataclasses import dataclass
@@ -75,13 +78,31 @@ class ServedPolicy:
     def publish(self, adapter_dir: Path) -> PolicyVersion:
         """Fold a LoRA adapter trained on the current version into a new version and serve it."""
         index = self.current.index + 1
-        name = f"{self.base_name}+ft{index}"
+        name = f"{self.base_name}+ft{index}-{adapter_digest(adapter_dir)}"
         hf_dir, gguf = self.root / f"v{index}", self.root / f"v{index}.gguf"
         state = merge_adapter(self.current.hf_dir, adapter_dir, hf_dir)
         export_gguf(state, self.template, gguf, name=name)
         self.versions.append(PolicyVersion(index, name, hf_dir, gguf))
         self._save_versions()
         self._prune()
+        if self.server is not None:
+            self.serve()
+        return self.current
+
+    def rollback(self, name: str) -> PolicyVersion:
+        """Discard the versions after `name` (rejected candidates) and serve `name` again."""
+        names = [v.name for v in self.versions]
+        if name not in names:
+            raise ValueError(f"no policy version {name!r} under {self.root} (have {', '.join(names)})")
+        keep = names.index(name) + 1
+        if keep == len(self.versions):
+            return self.current
+        for dropped in self.versions[keep:]:
+            shutil.rmtree(dropped.hf_dir, ignore_errors=True)
+            if dropped.gguf is not None:
+                dropped.gguf.unlink(missing_ok=True)
+        self.versions = self.versions[:keep]
+        self._save_versions()
         if self.server is not None:
             self.serve()
         return self.current
@@ -119,6 +140,14 @@ class ServedPolicy:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def adapter_digest(adapter_dir: Path) -> str:
+    """The first 8 hex digits of the sha256 of an adapter's weight files."""
+    digest = hashlib.sha256()
+    for file in sorted(Path(adapter_dir).glob("*.safetensors")) or sorted(Path(adapter_dir).glob("*.bin")):
+        digest.update(file.read_bytes())
+    return digest.hexdigest()[:8]
 
 
 def merge_adapter(base_dir: Path, adapter_dir: Path, out: Path) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from recreate.config import load_settings
 from recreate.local import LOCAL_SPEC
 
 if TYPE_CHECKING:
+    from recreate.finetune.evolve_step import FinetuneSettings
     from recreate.optimizer.loop import EvolveConfig
 
 ABLATIONS = ("no-trajectory", "no-environment", "no-eval-details", "no-guidance")
@@ -154,6 +156,17 @@ def evolve_command(
     no_synthesis: bool = typer.Option(False, "--no-synthesis", help="Apply instance proposals directly."),
     bootstrap: bool = typer.Option(False, "--bootstrap", help="Optimizer writes v0 from the seed first."),
     allow_train_as_val: bool = typer.Option(False, "--allow-train-as-val"),
+    finetune_every: int = typer.Option(
+        None,
+        "--finetune-every",
+        min=1,
+        help="Every K rounds, fine-tune the local agent model on the run's experience (gated, like edits).",
+    ),
+    finetune_algo: str = typer.Option("tapo", "--finetune-algo", help="tapo, grpo, dapo, gspo, ..."),
+    finetune_steps: int = typer.Option(8, "--finetune-steps", min=1, help="Optimizer steps per fine-tuning."),
+    finetune_group_size: int = typer.Option(
+        4, "--finetune-group-size", min=2, help="Runs per training task sampled for each fine-tuning."
+    ),
     home: Path = typer.Option(None, "--home", help="State directory (default .recreate or RECREATE_HOME)."),
 ) -> None:
     """Evolve a seed scaffold into a better, validated one (ReCreate)."""
@@ -195,9 +208,26 @@ def evolve_command(
         return
     agent = agent_model_spec(model or settings.model, settings.base_url)
     optimizer = optimizer_model or settings.optimizer_model or agent
+    if finetune_every and agent != LOCAL_SPEC:
+        raise typer.BadParameter(
+            f"fine-tuning in the loop trains the local model, not {agent!r}: use --model local, or "
+            "`recreate finetune --run RUN` on a run's logs",
+            param_hint=["--finetune-every"],
+        )
+    run_id = resume or run_id or f"evolve-{uuid.uuid4().hex[:8]}"
     with contextlib.ExitStack() as stack:
         models: dict[str, Any] = {"agent_model": agent, "optimizer_model": optimizer, "agent_options": {}}
-        if LOCAL_SPEC in (agent, optimizer):
+        if finetune_every:
+            from recreate.finetune.evolve_step import FinetuneSettings
+
+            models = _finetuned_models(
+                stack, settings.home / "runs" / run_id, settings.home, optimizer, concurrency,
+                FinetuneSettings(
+                    every=finetune_every, algo=finetune_algo, steps=finetune_steps,
+                    group_size=finetune_group_size,
+                ),
+            )  # fmt: skip
+        elif LOCAL_SPEC in (agent, optimizer):
             models = _local_models(stack, settings.home, agent, optimizer)
         opt = ReCreateOptimizer(
             **models,
@@ -216,7 +246,7 @@ def evolve_command(
             domain=dom,
             trainset=train,
             valset=val,
-            run_id=resume or run_id,
+            run_id=run_id,
             allow_train_as_val=allow_train_as_val,
             force=force,
         )
@@ -240,6 +270,35 @@ def _local_models(stack: contextlib.ExitStack, home: Path, agent: str, optimizer
         "agent_model": server.spec if agent == LOCAL_SPEC else agent,
         "agent_options": local_agent_options(server) if agent == LOCAL_SPEC else {},
         "optimizer_model": local_chat_model(server, "optimizer") if optimizer == LOCAL_SPEC else optimizer,
+    }
+
+
+def _finetuned_models(
+    stack: contextlib.ExitStack, run_dir: Path, home: Path, optimizer: str, concurrency: int,
+    settings: FinetuneSettings,
+) -> dict[str, Any]:  # fmt: skip
+    """The agent samples from the run's served policy (f32 weights, the trainer's own); the optimizer
+    from its endpoint, or the embedded model served beside it."""
+    from recreate.finetune import FinetuneStep, ServedPolicy
+    from recreate.local import EMBEDDED_NAME, local_agent_options, local_chat_model, local_endpoint
+
+    if optimizer == LOCAL_SPEC:
+        console.print(LOCAL_NOTICE.format(name=EMBEDDED_NAME, roles="agent and optimizer"))
+    policy = stack.enter_context(ServedPolicy(home, run_dir / "policy", parallel=concurrency))
+    console.print(
+        f"fine-tuning every {settings.every} round(s): the agent samples from {policy.current.name} "
+        f"({policy.server.info.base_url})"
+    )
+    if optimizer == LOCAL_SPEC:
+        server = stack.enter_context(local_endpoint(home, log=console.print))
+        optimizer_model: Any = local_chat_model(server, "optimizer")
+    else:
+        optimizer_model = optimizer
+    return {
+        "agent_model": policy.server.info.spec,
+        "agent_options": local_agent_options(policy.server.info),
+        "optimizer_model": optimizer_model,
+        "finetune": FinetuneStep(policy, settings),
     }
 
 
@@ -280,6 +339,25 @@ def _summary(result, report: Path) -> None:
             str(h.get("ref", "—")), "✔" if h.get("accepted") else "✘", mean, h.get("reason", "seed") + note
         )
     console.print(table)
+    if result.models:
+        _grid_summary(result)
+    model = f"  model: [bold]{result.final_model}[/]" if result.final_model else ""
     console.print(
-        f"final: [bold]{result.final}[/]  scaffold: {result.run_dir / 'scaffold'}  report: {report}"
+        f"final: [bold]{result.final}[/]{model}  scaffold: {result.run_dir / 'scaffold'}  report: {report}"
     )
+
+
+def _grid_summary(result) -> None:
+    from recreate.optimizer.report import version_grid
+
+    grid = version_grid(result.history, result.models)
+    names = list(dict.fromkeys(m for _, m in grid))
+    table = Table(title="val mean: scaffold version × model version")
+    table.add_column("scaffold")
+    for name in names:
+        table.add_column(name)
+    for scaffold in dict.fromkeys(s for s, _ in grid):
+        table.add_row(
+            scaffold, *(f"{grid[(scaffold, m)]:.3f}" if (scaffold, m) in grid else "—" for m in names)
+        )
+    console.print(table)

@@ -73,6 +73,8 @@ class EvolveState(TypedDict, total=False):
     results: Annotated[list[dict[str, Any]], operator.add]  # one per (round, task)
     patches: Annotated[list[dict[str, Any]], operator.add]  # one per round
     history: Annotated[list[dict[str, Any]], operator.add]  # one per version (v0 and each candidate)
+    model: str  # the accepted policy version (runs with --finetune-every)
+    models: Annotated[list[dict[str, Any]], operator.add]  # one per fine-tuning step
     final: str
 
 
@@ -87,7 +89,7 @@ def task_seed(base: int, *parts: object) -> int:
     return int(digest[:8], 16)
 
 
-def val_seed(base: int, gate_round: int, task_id: str, run: int) -> int:
+def val_seed(base: int, gate_round: int | tuple[str, int], task_id: str, run: int) -> int:
     """The seed of validation run `run` of a task at the gate of `gate_round` (v0 is scored at gate 0's)."""
     return task_seed(base, "val", gate_round, task_id, run)
 
@@ -117,14 +119,17 @@ class EvolveLoop:
         sandbox: Any,
         run_dir: Path,
         config: EvolveConfig,
+        finetune: Any = None,
     ):
+        """`finetune`: a `recreate.finetune.evolve_step.FinetuneStep` that trains the agent's model every
+        K rounds (None: the model stays as it is)."""
         self.domain, self.seed_ref, self.scaffolds = domain, seed_ref, scaffolds
         self.trainset, self.valset = trainset, valset
         self.tasks = {t.id: t for t in [*trainset, *valset]}
         self.held_out = held_out_task_ids(domain, trainset, valset)
         self.experience, self.rollout, self.sandbox = experience, rollout, sandbox
         self.model, self.synthesis_model = optimizer_model, synthesis_model
-        self.run_dir, self.config = run_dir, config
+        self.run_dir, self.config, self.finetune = run_dir, config, finetune
         self._spent_file = run_dir / "spent.json"  # rollouts and wall time of earlier sessions of the run
         spent = json.loads(self._spent_file.read_text()) if self._spent_file.exists() else {}
         self.rollouts_paid: int = spent.get("rollouts", 0)
@@ -185,19 +190,26 @@ class EvolveLoop:
         self._save_spent()
         return traj
 
-    def evaluate(self, scaffold: Scaffold, gate_round: int) -> tuple[dict[str, float], list[str]]:
+    def seed_of(self, *parts: object) -> int:
+        return task_seed(self.config.seed, *parts)
+
+    def run_all(self, jobs: list[tuple[Scaffold, Task, int]]) -> list[Trajectory]:
+        """(scaffold, task, seed) rollouts, `max_concurrency` at a time, in the order given."""
+        with ThreadPoolExecutor(self.config.max_concurrency) as pool:
+            return list(pool.map(lambda job: self._run(*job), jobs))
+
+    def evaluate(
+        self, scaffold: Scaffold, gate_round: int | tuple[str, int]
+    ) -> tuple[dict[str, float], list[str]]:
         """Validation scores per (task, seed) on the seeds of `gate_round` (the same for every version
         scored there: paired), and the endpoint errors, which are no scores."""
         runs = self.config.val_seeds
         jobs = [(task, i) for task in self.valset for i in range(runs)]
-
-        def one(job: tuple[Task, int]) -> tuple[str, Trajectory]:
-            task, i = job
-            traj = self._run(scaffold, task, val_seed(self.config.seed, gate_round, task.id, i))
-            return (task.id if runs == 1 else f"{task.id}#{i}"), traj
-
-        with ThreadPoolExecutor(self.config.max_concurrency) as pool:
-            done = list(pool.map(one, jobs))
+        trajectories = self.run_all(
+            [(scaffold, task, val_seed(self.config.seed, gate_round, task.id, i)) for task, i in jobs]
+        )
+        keys = [task.id if runs == 1 else f"{task.id}#{i}" for task, i in jobs]
+        done = list(zip(keys, trajectories, strict=True))
         scores = {key: t.evaluation.score for key, t in done if t.evaluation and not is_endpoint_error(t)}
         errors = [f"{key}: {t.outcome.error}" for key, t in done if is_endpoint_error(t)]
         return scores, errors
@@ -224,7 +236,10 @@ class EvolveLoop:
         scores, errors = self.evaluate(self.scaffolds.load(ref), 0)
         self.scaffolds.attach_scores(ref, scores, label="val")
         entry |= {"ref": ref, "val": scores, "errors": [f"validation run {e}" for e in errors]}
-        return {"round": 0, "current": ref, "current_val": scores, "history": [entry]}
+        update = {"round": 0, "current": ref, "current_val": scores, "history": [entry]}
+        if self.finetune is not None:
+            entry["model"] = update["model"] = self.finetune.model_name
+        return update
 
     def plan(self, state: EvolveState) -> dict[str, Any]:
         rng = random.Random(task_seed(self.config.seed, "batch", state["round"]))
@@ -325,6 +340,8 @@ class EvolveLoop:
                 for e in r["proposal"]["errors"]
             ],
         }
+        if self.finetune is not None:
+            entry["model"] = self.finetune.model_name  # the policy version this round ran on
         if patch["status"] != "ok":
             entry["reason"] = "no usable proposal this round: " + (
                 "; ".join(patch["errors"]) or "nothing to change"
@@ -388,6 +405,15 @@ class EvolveLoop:
     def next_step(self, state: EvolveState) -> str:
         return "plan" if state["round"] < self.config.rounds else "finish"
 
+    def after_gate(self, state: EvolveState) -> str:
+        if self.finetune is not None and self.finetune.due(state):
+            return "finetune"
+        return self.next_step(state)
+
+    def finetune_node(self, state: EvolveState) -> dict[str, Any]:
+        self._check_limits()
+        return self.finetune(self, state)
+
     def finish(self, state: EvolveState) -> dict[str, Any]:
         return {"final": state["current"]}
 
@@ -411,12 +437,14 @@ class EvolveLoop:
         g.add_node("work", self.work)
         g.add_node("synthesize", self.synthesize)
         g.add_node("gate", self.gate)
+        g.add_node("finetune", self.finetune_node)
         g.add_node("finish", self.finish)
         g.add_edge(START, "start")
         g.add_conditional_edges("start", self.next_step, ["plan", "finish"])
         g.add_conditional_edges("plan", self.fan_out, ["work"])
         g.add_edge("work", "synthesize")
         g.add_edge("synthesize", "gate")
-        g.add_conditional_edges("gate", self.next_step, ["plan", "finish"])
+        g.add_conditional_edges("gate", self.after_gate, ["plan", "finish", "finetune"])
+        g.add_conditional_edges("finetune", self.next_step, ["plan", "finish"])
         g.add_edge("finish", END)
         return g

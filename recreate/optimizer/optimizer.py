@@ -17,6 +17,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -49,6 +50,8 @@ class EvolveResult:
     history: list[dict[str, Any]] = field(default_factory=list)  # one entry per version (v0, candidates)
     results: list[dict[str, Any]] = field(default_factory=list)  # one per (round, training task)
     stopped: str | None = None  # why the run stopped early (budget), None when it finished
+    models: list[dict[str, Any]] = field(default_factory=list)  # one per fine-tuning step (--finetune-every)
+    final_model: str | None = None  # the accepted policy version, when the loop fine-tunes
     usage: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -70,9 +73,11 @@ class ReCreateOptimizer:
         config: EvolveConfig | None = None,
         agent_options: dict[str, Any] | None = None,
         prices: dict[str, Any] | None = None,
+        finetune: Any = None,
     ):
         """`agent_options`: passed to every domain agent (`build_domain_agent`): action_format,
-        temperature, max_tokens, logprobs."""
+        temperature, max_tokens, logprobs. `finetune`: a `recreate.finetune.FinetuneStep`; the agents
+        then sample from its served policy, whose version changes as the loop fine-tunes it."""
         self.settings = load_settings(home=home)
         self.settings.prices = {**self.settings.prices, **(prices or {})}
         price_overrides(self.settings.prices)  # a malformed price fails here, not in the middle of the run
@@ -83,6 +88,7 @@ class ReCreateOptimizer:
         self.budget = budget
         self.optimizer_model, self.agent_model = optimizer_model, agent_model
         self.agent_options = agent_options or {}
+        self.finetune = finetune
         self.sandbox = _sandbox(sandbox)
         self.experience = experience if experience is not None else _experience(self.settings)
         self.scaffolds = ScaffoldStore(self.settings.home / "scaffolds")
@@ -130,9 +136,10 @@ class ReCreateOptimizer:
             "run_id": run_id,
             "seed_ref": seed_ref,
             "domain": domain.name,
-            "agent_model": _model_spec(self.agent_model),
-            "optimizer_model": _model_spec(self.optimizer_model),
+            "agent_model": _model_spec(self.agent_model, port=False),
+            "optimizer_model": _model_spec(self.optimizer_model, port=False),
             "evolve": _jsonable(self.config),
+            **({"finetune": _jsonable(self.finetune.settings)} if self.finetune else {}),
             "train": [t.id for t in trainset],
             "val": [t.id for t in valset],
         }
@@ -158,6 +165,7 @@ class ReCreateOptimizer:
             sandbox=self.sandbox,
             run_dir=run_dir,
             config=self.config,
+            finetune=self.finetune,
         )
         if checkpointer == "run":
             checkpointer = SqliteSaver(
@@ -167,7 +175,7 @@ class ReCreateOptimizer:
         cfg = {
             "configurable": {"thread_id": run_id},
             "max_concurrency": self.config.max_concurrency,
-            "recursion_limit": 10 + 6 * self.config.rounds,
+            "recursion_limit": 10 + 7 * self.config.rounds,
         }
         stored.write_text(json.dumps(run_config, indent=1), encoding="utf-8")
         return graph, cfg, loop, ledger
@@ -181,13 +189,14 @@ class ReCreateOptimizer:
         lock = threading.Lock()
 
         def rollout(scaffold: Scaffold, task: Task, seed: int) -> tuple[Trajectory, bool]:
-            key = scaffold.content_hash()
+            model = self.finetune.policy.server.info.spec if self.finetune else self.agent_model
+            key = f"{scaffold.content_hash()}:{_model_spec(model)}"
             with lock:
                 if key not in runners:
                     runners[key] = Rollouts(
                         scaffold,
                         domain,
-                        model=self.agent_model,
+                        model=model,
                         sandbox=self.sandbox,
                         ledger=ledger,
                         store=self.experience,
@@ -247,6 +256,8 @@ class ReCreateOptimizer:
             ],
             stopped=stopped,
             usage=ledger.by_role(),
+            models=state.get("models", []),
+            final_model=state.get("model"),
         )
         (loop.run_dir / "result.json").write_text(json.dumps(_jsonable(result), indent=1), encoding="utf-8")
         return result
@@ -277,12 +288,17 @@ def config_differences(stored: dict[str, Any], current: dict[str, Any]) -> list[
     return sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and k not in _RESUMABLE_KEYS)
 
 
-def _model_spec(model: str | BaseChatModel) -> str:
-    """A model as a spec string: the spec itself, or a chat model's name (@ its endpoint, if any)."""
+def _model_spec(model: str | BaseChatModel, *, port: bool = True) -> str:
+    """A model as a spec string: the spec itself, or a chat model's name (@ its endpoint, if any).
+    Without `port`, a local server's port is left out: a resumed run's server gets another one."""
     if isinstance(model, str):
-        return model
-    name = getattr(model, "model_name", None) or getattr(model, "model", None) or type(model).__name__
-    url = getattr(model, "openai_api_base", None)
+        name, _, url = model.partition("@")
+    else:
+        name = getattr(model, "model_name", None) or getattr(model, "model", None) or type(model).__name__
+        url = getattr(model, "openai_api_base", None) or ""
+    if url and not port:
+        parsed = urlparse(url)
+        url = parsed._replace(netloc=parsed.hostname or "").geturl()
     return f"{name}@{url}" if url else str(name)
 
 

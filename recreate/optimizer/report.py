@@ -37,6 +37,24 @@ def _mean(scores: dict[str, float] | None) -> float | None:
     return sum(scores.values()) / len(scores) if scores else None
 
 
+def version_grid(history: list[dict[str, Any]], models: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
+    """Mean validation score of each (scaffold version, model version) pair that a gate measured, over
+    all its measurements (each gate scores on its own fresh seeds)."""
+    measured: dict[tuple[str, str], list[float]] = {}
+
+    def add(scaffold: str | None, model: str | None, scores: dict[str, float] | None) -> None:
+        if scaffold and model and scores:
+            measured.setdefault((scaffold, model), []).extend(scores.values())
+
+    for h in history:
+        add(h.get("ref"), h.get("model"), h.get("val"))
+        add(h.get("parent"), h.get("model"), h.get("parent_val"))
+    for m in models:
+        add(m.get("scaffold"), m.get("parent"), m.get("parent_val"))
+        add(m.get("scaffold"), m.get("model"), m.get("val"))
+    return {pair: sum(v) / len(v) for pair, v in measured.items()}
+
+
 def _bar(path: Path, labels: list[str], values: list[float], title: str, ylabel: str) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.2))
     ax.bar(labels or ["(none)"], values or [0])
@@ -97,6 +115,7 @@ def write_report(result: Any, out_dir: Path) -> Path:
         for role, r in roles.items()
     )
     lineage = "".join(_edit_html(h) for h in history if h.get("ops"))
+    finetuning = _models_html(history, getattr(result, "models", []))
     status = f"stopped early: {html.escape(result.stopped)}" if result.stopped else "finished"
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>recreate evolve {result.run_id}</title>
 <style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}table{{border-collapse:collapse}}
@@ -107,6 +126,7 @@ td,th{{border:1px solid #ccc;padding:4px 8px;font-size:14px}}
 <img src="scores.png"> <img src="cost_per_role.png"> <img src="edits_per_component.png">
 <h2>Versions</h2><table><tr><th>version</th><th>round</th><th>parent</th><th>accepted</th><th>val mean</th>
 <th>improvement</th><th>95% CI</th><th>n</th><th>gate</th><th>errors</th></tr>{rows}</table>
+{finetuning}
 <h2>Cost per role</h2><table><tr><th>role</th><th>calls</th><th>prompt tok</th><th>completion tok</th>
 <th>cost</th><th>unpriced calls</th></tr>{cost_rows}</table>
 <h2>Edits with rationale and evidence</h2>{lineage or "<p>(no edits)</p>"}
@@ -114,6 +134,36 @@ td,th{{border:1px solid #ccc;padding:4px 8px;font-size:14px}}
     path = out_dir / "report.html"
     path.write_text(page, encoding="utf-8")
     return path
+
+
+def _models_html(history: list[dict[str, Any]], models: list[dict[str, Any]]) -> str:
+    """The fine-tuning steps and the scaffold version × model version grid ('' without fine-tuning)."""
+    if not models:
+        return ""
+    grid = version_grid(history, models)
+    scaffolds = list(dict.fromkeys(s for s, _ in grid))
+    names = list(dict.fromkeys(m for _, m in grid))
+    head = "".join(f"<th>{html.escape(m)}</th>" for m in names)
+    cells = "".join(
+        f"<tr><td>{html.escape(s)}</td>"
+        + "".join(f"<td>{_fmt(grid.get((s, m)))}</td>" for m in names)
+        + "</tr>"
+        for s in scaffolds
+    )
+    steps = "".join(
+        f"<tr><td>{m['round']}</td><td>{html.escape(m['scaffold'])}</td><td>{html.escape(m['parent'])}</td>"
+        f"<td>{html.escape(m.get('model', '—'))}</td><td>{m.get('trajectories', 0)}</td>"
+        f"<td>{_fmt(m.get('reward_mean'))}</td><td>{'✔' if m.get('accepted') else '✘'}</td>"
+        f"{_gate_cells(m.get('gate'))}<td>{html.escape(m.get('reason', ''))}</td></tr>"
+        for m in models
+    )
+    return (
+        "<h2>Scaffold version × model version</h2><p>Mean validation score of each pair a gate measured "
+        f"(— not measured).</p><table><tr><th>scaffold</th>{head}</tr>{cells}</table>"
+        "<h2>Fine-tuning steps</h2><table><tr><th>after round</th><th>scaffold</th><th>model</th>"
+        "<th>candidate</th><th>runs</th><th>reward mean</th><th>accepted</th><th>improvement</th>"
+        f"<th>95% CI</th><th>n</th><th>gate</th></tr>{steps}</table>"
+    )
 
 
 def _fmt(x: float | None) -> str:

@@ -263,9 +263,11 @@ def test_each_model_call_of_a_seeded_run_samples_with_its_own_seed(openai_server
     from recreate.agent.graph import step_seed
 
     openai_server.enqueue(tool_call("bash", {"command": "true"}), tool_call("submit", {"answer": "x"}))
-    out = _agent(openai_server, bwrap, tmp_path).invoke({"task": "t", "seed": 5})
-    assert [r["seed"] for r in openai_server.requests] == [step_seed(5, 0), step_seed(5, 1)]
-    assert len({step_seed(5, 0), step_seed(5, 1), step_seed(6, 0), step_seed(4, 1)}) == 4  # no shared noise
+    out = _agent(openai_server, bwrap, tmp_path).invoke({"task": "t", "task_id": "t1", "seed": 5})
+    assert [r["seed"] for r in openai_server.requests] == [step_seed(5, 0, "t1"), step_seed(5, 1, "t1")]
+    seeds = {step_seed(5, 0, "t1"), step_seed(5, 1, "t1"), step_seed(6, 0, "t1"), step_seed(4, 1, "t1")}
+    assert len(seeds) == 4  # no noise shared between the steps or the runs of a group
+    assert step_seed(5, 0, "t1") != step_seed(5, 0, "t2")  # ... nor between tasks run with the same seed
     assert load_trajectory(out["trajectory_path"]).seed == 5  # the run's seed is what the log records
 
 

@@ -3,6 +3,8 @@ and the served log-probs are the new weights' (not the base's)."""
 
 from __future__ import annotations
 
+import re
+
 import httpx
 import pytest
 import torch
@@ -57,7 +59,8 @@ def test_a_published_adapter_is_served_under_a_new_version(hf_model, tmp_path):
         assert policy.current.index == 0 and policy.server.info.model == hf_model.name
         version = policy.publish(_adapter(hf_model, tmp_path / "adapter"))
         info = policy.server.info
-        assert version.index == 1 and info.model == f"{hf_model.name}+ft1"
+        assert version.index == 1 and info.model == version.name
+        assert re.fullmatch(re.escape(hf_model.name) + r"\+ft1-[0-9a-f]{8}", version.name)
         ids, served = _served_logprobs(info)
     tuned = _trainer_logprobs(version.hf_dir, ids)
     base = _trainer_logprobs(hf_model, ids)
@@ -65,4 +68,9 @@ def test_a_published_adapter_is_served_under_a_new_version(hf_model, tmp_path):
     assert (base - torch.tensor(served)).abs().mean() > 0.05  # ... which are not the base's
 
     reopened = ServedPolicy(home, tmp_path / "policy", parallel=1)  # versions survive the process
-    assert [v.name for v in reopened.versions] == [hf_model.name, f"{hf_model.name}+ft1"]
+    assert [v.name for v in reopened.versions] == [hf_model.name, version.name]
+
+    with reopened:  # a rejected candidate is discarded and the previous version served again
+        reopened.rollback(hf_model.name)
+        assert reopened.server.info.model == hf_model.name and not version.hf_dir.exists()
+    assert [v.name for v in ServedPolicy(home, tmp_path / "policy").versions] == [hf_model.name]

@@ -63,6 +63,13 @@ def test_dry_run_previews_cost_without_calling(recreate_home, openai_server):
     assert not openai_server.requests
 
 
+def test_fine_tuning_in_the_loop_needs_the_local_model(recreate_home, openai_server):
+    args = evolve_args(recreate_home, openai_server.url, "--finetune-every", "1")
+    res = subprocess.run(args, capture_output=True, text=True, env=clean_env(), timeout=120)
+    assert res.returncode == 2 and "--finetune-every" in res.stderr and "--model local" in res.stderr
+    assert "Traceback" not in res.stderr and not openai_server.requests
+
+
 @pytest.mark.slow
 def test_kill9_at_several_points_then_resume_reaches_the_same_scaffold(recreate_home):
     domain = get_domain("jsonl", data=WORDS / "tasks.jsonl", evaluator=EVALUATOR)

@@ -1,0 +1,124 @@
+"""Fine-tuning inside the evolve loop (`recreate evolve --finetune-every K`): every K rounds the model
+under the agent is trained on the run's own experience, and the new policy version faces a gate.
+
+One step, after the scaffold gate of every K-th round:
+1. sample: `group_size` runs of the current scaffold (HEAD) on each training task of the last K rounds'
+   batches, with the current policy version (fresh seeds; stored as the run's experience like any rollout,
+   counted against the run's rollout budget). Training tasks only: held-out tasks never reach the trainer;
+2. train: `tapo_backend` (LoRA) on those runs, grouped by task, at the temperature they were sampled at;
+   a step whose groups all have equal rewards has nothing to learn and keeps the model;
+3. publish the adapter as a candidate policy version (served at once);
+4. gate: HEAD on the validation split with the current and the candidate model, same fresh seeds; the
+   same paired bootstrap rule as the scaffold gate. Accepted: later rounds sample from the new version.
+   Rejected: the candidate is discarded and the previous version served again.
+
+A step re-run after a kill reuses the adapter it trained (the training output is per round) and the
+rollouts it cached; the served policy is first rolled back to the version the checkpoint accepted.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from recreate.finetune.online import mean_metrics
+from recreate.finetune.policy import ServedPolicy
+from recreate.local import LOCAL_TEMPERATURE
+from recreate.optimizer.gate import paired_gate
+
+if TYPE_CHECKING:
+    from recreate.optimizer.loop import EvolveLoop, EvolveState
+
+
+@dataclass
+class FinetuneSettings:
+    every: int  # rounds of scaffold evolution between two fine-tuning steps
+    algo: str = "tapo"
+    steps: int = 8  # optimizer steps per fine-tuning step
+    lr: float = 2e-5
+    lora_r: int = 16
+    group_size: int = 4  # runs per training task, the groups of the group-relative advantage
+    max_length: int = 1024
+
+
+class FinetuneStep:
+    """The loop's `finetune` node; owns the served policy the agents sample from."""
+
+    def __init__(self, policy: ServedPolicy, settings: FinetuneSettings):
+        self.policy, self.settings = policy, settings
+
+    @property
+    def model_name(self) -> str:
+        return self.policy.current.name
+
+    def due(self, state: EvolveState) -> bool:
+        return state["round"] % self.settings.every == 0
+
+    def __call__(self, loop: EvolveLoop, state: EvolveState) -> dict[str, Any]:
+        rnd, head = state["round"], state["current"]
+        self.policy.rollback(state.get("model") or self.policy.versions[0].name)
+        parent = self.policy.current.name
+        entry: dict[str, Any] = {"round": rnd, "scaffold": head, "parent": parent, "accepted": False}
+        scaffold = loop.scaffolds.load(head)
+        recent = range(rnd - self.settings.every, rnd)
+        task_ids = sorted({r["task_id"] for r in state.get("results", []) if r["round"] in recent})
+        jobs = [(loop.tasks[t], g) for t in task_ids for g in range(self.settings.group_size)]
+        runs = loop.run_all([(scaffold, task, loop.seed_of("finetune", rnd, task.id, g)) for task, g in jobs])
+        work = loop.run_dir / "finetune" / f"round-{rnd:03d}"
+        data = work / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        scored = [t for t in runs if t.evaluation is not None and not t.metadata.get("rollout_error")]
+        for traj in scored:
+            traj.save(data / f"{traj.trajectory_id}.json")
+        entry["trajectories"] = len(scored)
+        if scored:
+            entry["reward_mean"] = round(sum(t.evaluation.score for t in scored) / len(scored), 4)
+        adapter, metrics, reason = self._train(data, work)
+        entry["train"] = metrics
+        if adapter is None:
+            entry["reason"] = reason
+            return {"models": [entry], "model": parent}
+        before, errors_before = loop.evaluate(scaffold, ("finetune", rnd))
+        candidate = self.policy.publish(adapter)
+        after, errors_after = loop.evaluate(scaffold, ("finetune", rnd))
+        verdict = paired_gate(
+            before, after, min_improvement=loop.config.min_improvement,
+            seed=loop.seed_of("finetune-gate", rnd),
+        )  # fmt: skip
+        entry |= {
+            "model": candidate.name, "val": after, "parent_val": before, "accepted": verdict.accepted,
+            "reason": verdict.reason, "gate": verdict.to_dict(),
+            "errors": [f"validation run of {parent} {e}" for e in errors_before]
+            + [f"validation run of {candidate.name} {e}" for e in errors_after],
+        }  # fmt: skip
+        if not verdict.accepted:
+            self.policy.rollback(parent)
+            return {"models": [entry], "model": parent}
+        return {"models": [entry], "model": candidate.name}
+
+    def _train(self, data: Path, work: Path) -> tuple[Path | None, dict[str, float], str]:
+        """(adapter dir or None, mean training metrics, why nothing was trained)."""
+        from tapo_backend.config import LoraSettings, TrainConfig
+        from tapo_backend.data import build_dataset
+        from tapo_backend.trainer import load_tokenizer, train
+
+        s, out = self.settings, work / "train"
+        if (out / "final" / "adapter_config.json").is_file():  # trained before a kill
+            return out / "final", mean_metrics(out / "metrics.jsonl"), ""
+        shutil.rmtree(out, ignore_errors=True)  # a half-written attempt
+        base = str(self.policy.current.hf_dir)
+        dataset = build_dataset(data, load_tokenizer(base), max_length=s.max_length)
+        if not dataset.examples:
+            return None, {}, "no task had runs with different rewards: nothing to learn, model kept"
+        config = TrainConfig(
+            algo=s.algo, lr=s.lr, epochs=1, max_steps=s.steps,
+            lora=LoraSettings(r=s.lora_r, alpha=2 * s.lora_r), max_length=s.max_length,
+            temperature=LOCAL_TEMPERATURE, output_dir=str(out), run_name=work.name,
+        )  # fmt: skip
+        started = time.time()
+        result = train(config, data, base, dataset=dataset)
+        metrics = mean_metrics(result.metrics_path) | {"train_s": round(time.time() - started, 1)}
+        return result.final_dir, metrics, ""
