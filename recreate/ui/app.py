@@ -24,8 +24,8 @@ from starlette.staticfiles import StaticFiles
 from recreate.ui.pages import Pages
 
 HEADERS = {
-    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; "
+    "img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
@@ -61,7 +61,9 @@ def create_app(home: str | Path, *, embedding: str = "hash", chroma_url: str | N
     async def not_found(request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
         detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
-        html = env.get_template("error.html").render(request=request, status=status, detail=detail, home=pages.home)
+        html = env.get_template("error.html").render(
+            request=request, status=status, detail=detail, home=pages.home
+        )
         return HTMLResponse(html, status_code=status, headers=HEADERS)
 
     routes = [

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from markupsafe import Markup
 
-WIDTH, HEIGHT, PAD = 560, 220, 40
+WIDTH, HEIGHT, PAD, LEGEND = 640, 220, 40, 150
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 
 
@@ -17,11 +17,11 @@ def _scale(lo: float, hi: float, size: float, flip: bool) -> tuple[float, float]
     return (-size / span, size) if flip else (size / span, 0.0)
 
 
-def _frame(lo: float, hi: float, title: str) -> list[str]:
+def _frame(lo: float, hi: float, title: str, right: float = WIDTH - 10) -> list[str]:
     return [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" '
         f'role="img" aria-label="{html.escape(title)}">',
-        f'<line x1="{PAD}" y1="{HEIGHT - PAD}" x2="{WIDTH - 10}" y2="{HEIGHT - PAD}" class="axis"/>',
+        f'<line x1="{PAD}" y1="{HEIGHT - PAD}" x2="{right}" y2="{HEIGHT - PAD}" class="axis"/>',
         f'<line x1="{PAD}" y1="10" x2="{PAD}" y2="{HEIGHT - PAD}" class="axis"/>',
         f'<text x="{PAD - 4}" y="{HEIGHT - PAD}" class="tick" text-anchor="end">{lo:.3g}</text>',
         f'<text x="{PAD - 4}" y="18" class="tick" text-anchor="end">{hi:.3g}</text>',
@@ -42,29 +42,31 @@ def line_chart(
         return Markup('<p class="empty">no data</p>')
     y_lo, y_hi = y_range or (min(ys), max(ys))
     x_lo, x_hi = min(xs), max(xs)
-    sx, _ = _scale(x_lo, x_hi, WIDTH - PAD - 20, False)
+    sx, _ = _scale(x_lo, x_hi, WIDTH - PAD - LEGEND, False)
     sy, _ = _scale(y_lo, y_hi, HEIGHT - PAD - 20, True)
-    out = _frame(y_lo, y_hi, title)
-    out.append(f'<text x="{WIDTH - 10}" y="{HEIGHT - PAD + 16}" class="tick" text-anchor="end">{x_hi:.4g}</text>')
+    right = WIDTH - LEGEND
+    out = _frame(y_lo, y_hi, title, right)
+    out.append(f'<text x="{right}" y="{HEIGHT - PAD + 16}" class="tick" text-anchor="end">{x_hi:.4g}</text>')
     out.append(f'<text x="{PAD}" y="{HEIGHT - PAD + 16}" class="tick">{x_lo:.4g}</text>')
     for i, (name, sxs, sys_) in enumerate(series):
         color = COLORS[i % len(COLORS)]
-        pts = [(PAD + (x - x_lo) * sx, HEIGHT - PAD + (y - y_lo) * sy) for x, y in zip(sxs, sys_, strict=True)]
+        pts = [
+            (PAD + (x - x_lo) * sx, HEIGHT - PAD + (y - y_lo) * sy) for x, y in zip(sxs, sys_, strict=True)
+        ]
         path = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
         out.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="1.5"/>')
         for j, (x, y) in enumerate(pts):
             dot = point_colors[j] if point_colors and i == 0 else color
             out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{dot}"/>')
-        out.append(
-            f'<text x="{PAD + 8}" y="{22 + 13 * i}" class="legend" fill="{color}">{html.escape(name)}</text>'
-        )
+        label = html.escape(name)
+        out.append(f'<text x="{right + 10}" y="{22 + 13 * i}" class="legend" fill="{color}">{label}</text>')
     out.append("</svg>")
     return Markup("".join(out))
 
 
 def bar_chart(labels: Sequence[str], values: Sequence[float], title: str) -> Markup:
-    if not labels:
-        return Markup('<p class="empty">no data</p>')
+    if not labels or not any(values):
+        return Markup('<p class="empty">nothing to plot: no values, or all zero</p>')
     hi = max(max(values), 1e-12)
     out = _frame(0.0, hi, title)
     slot = (WIDTH - PAD - 20) / len(labels)

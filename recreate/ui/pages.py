@@ -58,7 +58,9 @@ class Pages:
             point_colors=["#2ca02c" if h.get("accepted") else "#d62728" for h in history],
         )
         usage = run.usage()
-        cost = bar_chart(list(usage), [u.get("cost_usd") or 0.0 for u in usage.values()], "cost per role (USD)")
+        cost = bar_chart(
+            list(usage), [u.get("cost_usd") or 0.0 for u in usage.values()], "cost per role (USD)"
+        )
         page = self.trajectories.page({"run_id": run.id}, _offset(request))
         return {
             "run": run,

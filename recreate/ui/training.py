@@ -4,13 +4,12 @@ put them under the home."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from recreate.jsonl import read_jsonl
-from recreate.ui.runs import LIVE_WINDOW_S, RunSummary, read_json
+from recreate.ui.runs import RunSummary, read_json, status_of
 
 _PATTERNS = ("tapo/*/metrics.jsonl", "runs/*/finetune/train/metrics.jsonl", "runs/*/metrics.jsonl")
 # The panels of the training page, in order: (title, metric-name prefixes); the rest go under "other".
@@ -67,12 +66,12 @@ def panels(rows: list[dict[str, float]]) -> list[tuple[str, list[Series]]]:
     names = list(dict.fromkeys(k for row in rows for k in row if k not in _X_KEYS))
     placed: set[str] = set()
     out = []
-    for title, prefixes in (*PANELS, ("other", ("",))):
+    for title, prefixes in PANELS:
         chosen = [n for n in names if n not in placed and any(_matches(n, p) for p in prefixes)]
         placed.update(chosen)
         if chosen:
             out.append((title, [_series(rows, name, x_key) for name in chosen]))
-    return out
+    return out + [(name, [_series(rows, name, x_key)]) for name in names if name not in placed]
 
 
 def _matches(name: str, prefix: str) -> bool:
@@ -89,11 +88,7 @@ def training_summary(home: Path, run_dir: Path) -> RunSummary:
     config = read_json(run_dir / "train_config.json") or read_json(run_dir / "config.json") or {}
     rows = flat_rows(metrics)
     done = (run_dir / "final").is_dir() or (run_dir / "report.json").is_file()
-    last_write = metrics.stat().st_mtime
-    if done:
-        status = "finished"
-    else:
-        status = "running" if time.time() - last_write < LIVE_WINDOW_S else "failed"
+    status = status_of(done, False, metrics.stat().st_mtime)
     last = rows[-1] if rows else {}
     reward = last.get("reward_mean", last.get("val_pass_at_1"))
     detail = f"{config.get('algo', '?')}, {len(rows)} row(s)"

@@ -84,7 +84,12 @@ class TrajectoryReader:
         return None
 
     def _run_dirs(self) -> list[Path]:
-        return [p for root in ("runs", "evals") if (self.home / root).is_dir() for p in (self.home / root).iterdir()]
+        return [
+            p
+            for root in ("runs", "evals")
+            if (self.home / root).is_dir()
+            for p in (self.home / root).iterdir()
+        ]
 
     def siblings(self, traj: Trajectory, limit: int = 20) -> list[CatalogEntry]:
         """Other runs of the same task (other versions, other seeds): candidates for a side-by-side."""

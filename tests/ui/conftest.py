@@ -73,10 +73,17 @@ def _train(home: Path) -> str | None:
     logs.mkdir()
     for task in range(3):
         for answer in ("A", "B"):
-            synthetic_trajectory(task, answer, trajectory_id=f"t-{task}-{answer}").save(logs / f"{task}{answer}.json")
+            synthetic_trajectory(task, answer, trajectory_id=f"t-{task}-{answer}").save(
+                logs / f"{task}{answer}.json"
+            )
     model = save_tiny_model(home.parent / "tiny-llama")
     config = TrainConfig(
-        algo="tapo", lr=3e-3, micro_batch_size=3, epochs=3, run_name="demo", output_dir=str(home / "tapo" / "demo")
+        algo="tapo",
+        lr=3e-3,
+        micro_batch_size=3,
+        epochs=3,
+        run_name="demo",
+        output_dir=str(home / "tapo" / "demo"),
     )
     train(config, logs, str(model))
     from accelerate.state import AcceleratorState
@@ -123,7 +130,9 @@ def ui_url(ui_home: UiHome) -> Iterator[str]:
 
     from recreate.ui import create_app
 
-    config = uvicorn.Config(create_app(ui_home.path, embedding="hash"), host="127.0.0.1", port=0, log_level="warning")
+    config = uvicorn.Config(
+        create_app(ui_home.path, embedding="hash"), host="127.0.0.1", port=0, log_level="warning"
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
