@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,17 +124,15 @@ def ui_home(tmp_path_factory: pytest.TempPathFactory) -> UiHome:
     return UiHome(home, result.run_id, training)
 
 
-@pytest.fixture(scope="session")
-def ui_url(ui_home: UiHome) -> Iterator[str]:
-    """The app served by uvicorn on a free port of 127.0.0.1, as `recreate ui` serves it."""
+@contextmanager
+def serving(home: Path) -> Iterator[str]:
+    """The app over `home` served by uvicorn on a free port of 127.0.0.1, as `recreate ui` serves it."""
     import uvicorn
 
     from recreate.ui import create_app
 
-    config = uvicorn.Config(
-        create_app(ui_home.path, embedding="hash"), host="127.0.0.1", port=0, log_level="warning"
-    )
-    server = uvicorn.Server(config)
+    app = create_app(home, embedding="hash")
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -141,7 +140,14 @@ def ui_url(ui_home: UiHome) -> Iterator[str]:
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("the ui server did not start")
         time.sleep(0.05)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def ui_url(ui_home: UiHome) -> Iterator[str]:
+    with serving(ui_home.path) as url:
+        yield url

@@ -145,3 +145,28 @@ def test_markup_in_a_trajectory_never_executes(page, ui_home: UiHome):
     assert "<script>window.__xss = 1;" in page.locator("pre.submission").inner_text()  # shown as text
     page.locator("pre.stdout").scroll_into_view_if_needed()
     assert page.locator("p.truncated").first.inner_text() == "[stdout truncated]"
+
+
+def test_the_runs_table_follows_a_run_in_progress(browser, ui_home: UiHome, tmp_path):
+    """A run without its result, still writing its ledger, shows as running; when it writes its
+    result, the open page turns it to finished by itself (no reload)."""
+    from tests.ui.conftest import serving
+
+    home = tmp_path / "home"
+    run = home / "runs" / ui_home.run_id
+    shutil.copytree(ui_home.path / "runs" / ui_home.run_id, run)
+    result = (run / "result.json").read_bytes()
+    (run / "result.json").unlink()
+    (run / "ledger.jsonl").touch()
+    with serving(home) as url:
+        tab = browser.new_page(base_url=url)
+        tab.goto("/")
+        row = tab.locator("tr.run.evolve")
+        assert "running" in row.inner_text()
+        tab.goto(f"/runs/{ui_home.run_id}")  # the lineage so far, from the run's checkpoints
+        assert tab.locator("ul.tree li.version").count() == 3
+        tab.goto("/")
+        (run / "result.json").write_bytes(result)
+        tab.locator("tr.run.evolve", has_text="finished").wait_for(timeout=10_000)
+        assert tab.url.endswith("/")  # updated in place
+        tab.close()
