@@ -74,8 +74,11 @@ def proposals_by_round(run: EvolveRun) -> list[RoundProposals]:
     return out
 
 
-def reflection(run_dir: Path, trajectory_id: str) -> dict[str, Any] | None:
-    """The ReCreate-Agent's proposal for one trajectory (diagnosis, cause, ops), if it was saved."""
+def reflection(run_dir: Path, trajectory_id: str, scaffold_hash: str | None) -> dict[str, Any] | None:
+    """The ReCreate-Agent's proposal for one trajectory (diagnosis, cause, ops), if it was saved. Its
+    file is named by the scaffold's hash; without one, the run's proposals are searched."""
+    if scaffold_hash:
+        return read_json(run_dir / "proposals" / f"reflect-{scaffold_hash[:16]}-{trajectory_id}.json")
     for path in (run_dir / "proposals").glob(f"reflect-*-{trajectory_id}.json"):
         return read_json(path)
     return None

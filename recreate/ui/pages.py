@@ -62,6 +62,8 @@ class Pages:
             list(usage), [u.get("cost_usd") or 0.0 for u in usage.values()], "cost per role (USD)"
         )
         page = self.trajectories.page({"run_id": run.id}, _offset(request))
+        rounds = proposals_by_round(run)
+        shown = request.query_params.get("round", str(rounds[-1].round if rounds else 0))
         return {
             "run": run,
             "nodes": version_tree(run),
@@ -69,7 +71,8 @@ class Pages:
             "scores_svg": scores,
             "cost_svg": cost,
             "usage": usage,
-            "rounds": proposals_by_round(run),
+            "rounds": rounds,
+            "shown_round": shown,
             "page": page,
         }
 
@@ -93,7 +96,9 @@ class Pages:
     def trajectory(self, request: Request) -> dict[str, Any]:
         traj = self._trajectory(request.path_params["trajectory_id"])
         run_dir = self.home / "runs" / (traj.run_id or "")
-        proposal = reflection(run_dir, traj.trajectory_id) if traj.run_id and run_dir.is_dir() else None
+        proposal = None
+        if traj.run_id and run_dir.is_dir():
+            proposal = reflection(run_dir, traj.trajectory_id, traj.scaffold.hash if traj.scaffold else None)
         return {"traj": traj, "siblings": self.trajectories.siblings(traj), "proposal": proposal}
 
     def compare(self, request: Request) -> dict[str, Any]:

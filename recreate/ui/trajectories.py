@@ -44,7 +44,8 @@ class TrajectoryReader:
         return sqlite3.connect(f"file:{self.catalog_path}?mode=ro", uri=True)
 
     def page(self, filters: dict[str, str], offset: int = 0, size: int = PAGE_SIZE) -> Page:
-        """Newest first. Unknown filter keys are ignored (the routes only pass FILTER_KEYS)."""
+        """Newest first: in reverse order of storing (the catalog's rowid, so SQLite walks its b-tree or
+        the filter's index backwards instead of sorting every match). Unknown filter keys are ignored."""
         if not self.catalog_path.is_file():
             return Page([], 0, 0, size)
         chosen = {k: v for k, v in filters.items() if k in FILTER_KEYS and v}
@@ -54,7 +55,7 @@ class TrajectoryReader:
             total = db.execute(f"SELECT COUNT(*) FROM trajectories WHERE {where}", args).fetchone()[0]
             rows = db.execute(
                 f"SELECT {', '.join(COLUMNS)} FROM trajectories WHERE {where} "
-                "ORDER BY added_at DESC, id DESC LIMIT ? OFFSET ?",
+                "ORDER BY rowid DESC LIMIT ? OFFSET ?",
                 [*args, size, max(0, offset)],
             ).fetchall()
         return Page([CatalogEntry(*row) for row in rows], total, max(0, offset), size)

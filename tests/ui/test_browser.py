@@ -70,8 +70,11 @@ def test_from_a_rejected_version_to_its_evidence(page, ui_home: UiHome):
     )
     assert "95% CI [-1.000, -1.000], n=3" in tree.locator("li.version.rejected").inner_text()
     assert page.locator("svg.chart circle").count() == 3
-    assert "rejected as minimal@v3" in page.locator("details.round").last.inner_text()
+    assert "rejected as minimal@v3" in page.locator("tr.round").last.inner_text()
+    assert page.locator("table.proposals tr").count() == 4  # the last round's three, by default
     shot(page, "run")
+    page.locator("tr.round a", has_text="round 0").click()
+    assert "accepted as minimal@v2" in page.locator("h3#proposals").inner_text()
 
     tree.locator("li.version.rejected > a").click()
     page.wait_for_url("**/versions/minimal@v3*")
