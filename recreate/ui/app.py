@@ -70,6 +70,7 @@ def create_app(home: str | Path, *, embedding: str = "hash", chroma_url: str | N
         Route("/", page("runs.html", pages.runs)),
         Route("/runs-table", page("_runs_table.html", pages.runs)),
         Route("/runs/{run_id}", page("run.html", pages.run)),
+        Route("/evals/{run_id}", page("eval.html", pages.eval_run)),
         Route("/versions/{ref}", page("version.html", pages.version)),
         Route("/trajectories/{trajectory_id}", page("trajectory.html", pages.trajectory)),
         Route("/compare", page("compare.html", pages.compare)),

@@ -16,8 +16,8 @@ from recreate.scaffold.errors import ScaffoldError
 from recreate.ui import training as train
 from recreate.ui.charts import bar_chart, line_chart
 from recreate.ui.lineage import proposals_by_round, reflection, version_tree, version_view
-from recreate.ui.runs import EvolveRun, eval_runs, eval_summary, evolve_runs, mean
-from recreate.ui.trajectories import SEARCH_FILTERS, TrajectoryReader
+from recreate.ui.runs import EvolveRun, eval_runs, eval_summary, evolve_runs, mean, read_json
+from recreate.ui.trajectories import PAGE_SIZE, SEARCH_FILTERS, Page, TrajectoryReader
 
 MAX_K = 50
 
@@ -76,16 +76,34 @@ class Pages:
             "page": page,
         }
 
+    def _run_of(self, ref: str) -> EvolveRun | None:
+        """The evolve run that made (or judged) version `ref`: its gate decision and evidence."""
+        for run_dir in evolve_runs(self.home):
+            run = EvolveRun.open(run_dir)
+            if run.entry_of(ref) is not None:
+                return run
+        return None
+
     def version(self, request: Request) -> dict[str, Any]:
         ref = request.path_params["ref"]
         run_id = request.query_params.get("run")
-        run = self._run(run_id) if run_id else None
+        run = self._run(run_id) if run_id else self._run_of(ref)
         try:
             view = version_view(self.scaffolds, ref, run)
         except (ScaffoldError, KeyError, ValueError) as exc:
             raise HTTPException(404, f"no scaffold version {ref!r}: {exc}") from None
         cited = {tid: self.trajectories.entry(tid) for tid in view.evidence}
         return {"view": view, "run": run, "cited": cited}
+
+    def eval_run(self, request: Request) -> dict[str, Any]:
+        run_id = request.path_params["run_id"]
+        out = self.home / "evals" / run_id
+        doc = read_json(out / "results.json") if "/" not in run_id and not run_id.startswith(".") else None
+        if doc is None:
+            raise HTTPException(404, f"no eval run {run_id!r} under {self.home / 'evals'}")
+        offset, tasks = _offset(request), doc.get("tasks") or []
+        page = Page(tasks[offset : offset + PAGE_SIZE], len(tasks), offset)  # type: ignore[arg-type]
+        return {"summary": eval_summary(out), "doc": doc, "page": page}
 
     def _trajectory(self, trajectory_id: str) -> Any:
         traj = self.trajectories.load(trajectory_id)

@@ -18,7 +18,7 @@ SEARCH_FILTERS = ("domain", "task_id", "outcome", "error_type")  # those of `rec
 
 @dataclass
 class Page:
-    entries: list[CatalogEntry]
+    entries: list[Any]  # catalog entries, or an eval's result rows
     total: int
     offset: int
     size: int = PAGE_SIZE
@@ -45,12 +45,16 @@ class TrajectoryReader:
 
     def page(self, filters: dict[str, str], offset: int = 0, size: int = PAGE_SIZE) -> Page:
         """Newest first: in reverse order of storing (the catalog's rowid, so SQLite walks its b-tree or
-        the filter's index backwards instead of sorting every match). Unknown filter keys are ignored."""
+        the filter's index backwards instead of sorting every match). Filters: the catalog's columns and
+        `error_type` (of any step); other keys are ignored."""
         if not self.catalog_path.is_file():
             return Page([], 0, 0, size)
         chosen = {k: v for k, v in filters.items() if k in FILTER_KEYS and v}
-        where = " AND ".join(f"{key} = ?" for key in chosen) or "1"
-        args = list(chosen.values())
+        clauses, args = [f"{key} = ?" for key in chosen], list(chosen.values())
+        if filters.get("error_type"):  # as the CLI's search: trajectories with a step of this error type
+            clauses.append("id IN (SELECT trajectory_id FROM steps WHERE error_type = ?)")
+            args.append(filters["error_type"])
+        where = " AND ".join(clauses) or "1"
         with self._connect() as db:
             total = db.execute(f"SELECT COUNT(*) FROM trajectories WHERE {where}", args).fetchone()[0]
             rows = db.execute(

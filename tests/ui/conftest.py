@@ -1,5 +1,6 @@
 """One fixture home for the UI tests, built once per session by real runs: a scripted evolve run (the
-optimizer tests' `words` domain: v2 accepted, v3 rejected), a stored trajectory full of markup that must
+optimizer tests' `words` domain: v2 accepted, v3 rejected), `recreate eval` of its result, a stored
+trajectory full of markup that must
 never execute, and a real TAPO training run of a tiny model (when the train extra is installed)."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from recreate.domains import get_domain
+from recreate.evaluation.cli import eval_command
 from recreate.experience.schema import Evaluation, Observation, Outcome, ScaffoldRef, Step, Trajectory
 from recreate.experience.store import ExperienceStore
 from recreate.optimizer import EvolveConfig, ReCreateOptimizer
@@ -22,6 +24,7 @@ from tests.optimizer.script import EVALUATOR, WORDS, responder
 
 REPO = Path(__file__).resolve().parents[2]
 XSS_ID = "t-xss0000000000000"
+EVAL_ID = "words-val"
 XSS = (
     '<script>window.__xss = 1; alert("script")</script>'
     '<a id="js-link" href="javascript:alert(\'link\')">click me</a>'
@@ -120,6 +123,11 @@ def ui_home(tmp_path_factory: pytest.TempPathFactory) -> UiHome:
         )
         store.add(_xss_trajectory(result.run_id))
         store.close()
+        eval_command(
+            scaffold=result.final, domain="jsonl", data=WORDS / "tasks.jsonl", split="val", model=model,
+            concurrency=4, limit=None, seeds=1, run_id=EVAL_ID, sandbox="bwrap", evaluator=EVALUATOR,
+            option=[], progress=False,
+        )  # fmt: skip
         training = _train(home)
     return UiHome(home, result.run_id, training)
 

@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 from recreate.ui import create_app
 from recreate.ui.runs import EvolveRun, status_of
 from recreate.ui.trajectories import TrajectoryReader
-from tests.ui.conftest import XSS, XSS_ID, UiHome
+from tests.ui.conftest import EVAL_ID, XSS, XSS_ID, UiHome
 
 PAGES = ["/", "/runs-table", "/experience", "/experience?outcome=failed", "/training"]
 
@@ -28,6 +28,7 @@ def _pages(home: UiHome) -> list[str]:
         f"/versions/minimal@v3?run={home.run_id}",
         "/versions/minimal@v1",
         f"/trajectories/{XSS_ID}",
+        f"/evals/{EVAL_ID}",
         *([f"/training/{home.training}"] if home.training else []),
     ]
 
@@ -76,6 +77,7 @@ def test_unknown_things_are_a_404_that_says_what_is_missing(client):
         ("/trajectories/t-nope", "no trajectory 't-nope'"),
         ("/versions/minimal@v99", "no scaffold version 'minimal@v99'"),
         ("/training/tapo/nope", "no training run 'tapo/nope'"),
+        ("/evals/nope", "no eval run 'nope'"),
         ("/runs/..%2Fscaffolds", "Not Found"),  # never a path outside runs/
     ):
         reply = client.get(url)
@@ -127,3 +129,29 @@ def test_runs_page_lists_evolve_and_training_runs(client, ui_home):
     if ui_home.training:
         assert ui_home.training in page
     assert XSS not in page
+
+
+def test_eval_runs_show_their_rollouts(client, ui_home):
+    page = html.unescape(client.get(f"/evals/{EVAL_ID}").text)
+    assert "jsonl/val" in page and page.count('href="/trajectories/') == 3 and page.count(">passed<") == 3
+    assert f'href="/evals/{EVAL_ID}"' in client.get("/").text
+    rollout = page.split('href="/trajectories/')[1].split('"')[0]
+    assert client.get(f"/trajectories/{rollout}").status_code == 200  # from the eval's own folder
+
+
+def test_a_version_page_finds_its_run_and_lists_filter_by_error_type(client, ui_home):
+    page = client.get("/versions/minimal@v3").text  # no ?run=: the run that judged it is found
+    assert "Gate decision" in page and ui_home.run_id in page
+    reader = TrajectoryReader(ui_home.path)
+    assert reader.page({"error_type": "no-such-error"}).total == 0
+    steps = _steps(ui_home.path)
+    for kind in {k for _, k in steps}:
+        found = {e.id for e in reader.page({"error_type": kind}, size=100).entries}
+        assert found == {t for t, k in steps if k == kind}, kind
+
+
+def _steps(home: Path) -> list[tuple[str, str]]:
+    import sqlite3
+
+    with sqlite3.connect(f"file:{home / 'experience' / 'catalog.sqlite'}?mode=ro", uri=True) as db:
+        return db.execute("SELECT trajectory_id, error_type FROM steps").fetchall()
