@@ -45,11 +45,13 @@ def register() -> None:
     from recreate.optimizer import cli as evolve_cli
     from recreate.sandbox import cli as sandbox_cli
     from recreate.scaffold import cli as scaffold_cli
+    from recreate.ui import cli as ui_cli
 
     app.command("doctor")(doctor.doctor_command)
     app.command("evolve")(evolve_cli.evolve_command)
     app.command("eval")(eval_cli.eval_command)
     app.command("finetune")(finetune_cli.finetune_command)
+    app.command("ui")(ui_cli.ui_command)
     app.add_typer(scaffold_cli.app, name="scaffold")
     app.add_typer(domain_cli.app, name="domain")
     app.add_typer(experience_cli.app, name="experience")

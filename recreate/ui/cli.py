@@ -1,0 +1,28 @@
+"""`recreate ui`: serve the read-only web app over the recreate home."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from recreate.config import load_settings
+
+
+def ui_command(
+    home: Path = typer.Option(None, "--home", help="the recreate home to show (default: RECREATE_HOME)"),
+    host: str = typer.Option("127.0.0.1", "--host", help="address to bind; only this machine by default"),
+    port: int = typer.Option(8765, "--port", help="port to listen on"),
+) -> None:
+    """A local web app over the home: runs, lineage with evidence, trajectories, experience, training."""
+    try:
+        from recreate.ui.app import serve
+    except ImportError as exc:
+        raise typer.BadParameter(
+            f"the ui extra is not installed ({exc.name} is missing): pip install 'recreate[ui]'"
+        ) from None
+    settings = load_settings(home=home)
+    if not settings.home.is_dir():
+        raise typer.BadParameter(f"{settings.home} is not a directory: pass --home DIR (a recreate home)")
+    typer.echo(f"recreate ui on http://{host}:{port}/ over {settings.home} (read-only; Ctrl-C stops it)")
+    serve(settings.home, host=host, port=port, embedding=settings.embedding, chroma_url=settings.chroma_url)

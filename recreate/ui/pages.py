@@ -1,0 +1,173 @@
+"""What each page shows: request -> template context. Reads only; 404 for what is not in the home."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+
+from recreate.experience.catalog import FILTER_KEYS
+from recreate.experience.index import SCOPES
+from recreate.scaffold import ScaffoldStore
+from recreate.scaffold.errors import ScaffoldError
+from recreate.ui import training as train
+from recreate.ui.charts import bar_chart, line_chart
+from recreate.ui.lineage import proposals_by_round, reflection, version_tree, version_view
+from recreate.ui.runs import EvolveRun, eval_runs, eval_summary, evolve_runs, mean, read_json
+from recreate.ui.trajectories import PAGE_SIZE, SEARCH_FILTERS, Page, TrajectoryReader
+
+MAX_K = 50
+
+
+def _offset(request: Request) -> int:
+    try:
+        return max(0, int(request.query_params.get("offset", 0)))
+    except ValueError:
+        raise HTTPException(400, "offset must be a whole number") from None
+
+
+class Pages:
+    def __init__(self, home: Path, *, embedding: str, chroma_url: str | None) -> None:
+        self.home = home
+        self.scaffolds = ScaffoldStore(home / "scaffolds")
+        self.trajectories = TrajectoryReader(home, embedding=embedding, chroma_url=chroma_url)
+
+    def _run(self, run_id: str) -> EvolveRun:
+        run_dir = self.home / "runs" / run_id
+        if "/" in run_id or run_id.startswith(".") or not (run_dir / "config.json").is_file():
+            raise HTTPException(404, f"no evolve run {run_id!r} under {self.home / 'runs'}")
+        return EvolveRun.open(run_dir)
+
+    def runs(self, request: Request) -> dict[str, Any]:
+        summaries = [EvolveRun.open(d).summary() for d in evolve_runs(self.home)]
+        summaries += [eval_summary(d) for d in eval_runs(self.home)]
+        summaries += [train.training_summary(self.home, d) for d in train.training_dirs(self.home)]
+        summaries.sort(key=lambda s: s.started or 0, reverse=True)
+        return {"runs": summaries, "live": any(s.status == "running" for s in summaries)}
+
+    def run(self, request: Request) -> dict[str, Any]:
+        run = self._run(request.path_params["run_id"])
+        history = [dict(h, val_mean=mean(h.get("val"))) for h in run.history if h.get("ref")]
+        scores = line_chart(
+            [("validation mean", list(range(len(history))), [h["val_mean"] or 0.0 for h in history])],
+            "validation score per version",
+            y_range=(0.0, 1.0),
+            point_colors=["#2ca02c" if h.get("accepted") else "#d62728" for h in history],
+        )
+        usage = run.usage()
+        cost = bar_chart(
+            list(usage), [u.get("cost_usd") or 0.0 for u in usage.values()], "cost per role (USD)"
+        )
+        page = self.trajectories.page({"run_id": run.id}, _offset(request))
+        rounds = proposals_by_round(run)
+        shown = request.query_params.get("round", str(rounds[-1].round if rounds else 0))
+        return {
+            "run": run,
+            "nodes": version_tree(run),
+            "history": history,
+            "scores_svg": scores,
+            "cost_svg": cost,
+            "usage": usage,
+            "rounds": rounds,
+            "shown_round": shown,
+            "page": page,
+        }
+
+    def _run_of(self, ref: str) -> EvolveRun | None:
+        """The evolve run that made (or judged) version `ref`: its gate decision and evidence."""
+        for run_dir in evolve_runs(self.home):
+            run = EvolveRun.open(run_dir)
+            if run.entry_of(ref) is not None:
+                return run
+        return None
+
+    def version(self, request: Request) -> dict[str, Any]:
+        ref = request.path_params["ref"]
+        run_id = request.query_params.get("run")
+        run = self._run(run_id) if run_id else self._run_of(ref)
+        try:
+            view = version_view(self.scaffolds, ref, run)
+        except (ScaffoldError, KeyError, ValueError) as exc:
+            raise HTTPException(404, f"no scaffold version {ref!r}: {exc}") from None
+        cited = {tid: self.trajectories.entry(tid) for tid in view.evidence}
+        return {"view": view, "run": run, "cited": cited}
+
+    def eval_run(self, request: Request) -> dict[str, Any]:
+        run_id = request.path_params["run_id"]
+        out = self.home / "evals" / run_id
+        doc = read_json(out / "results.json") if "/" not in run_id and not run_id.startswith(".") else None
+        if doc is None:
+            raise HTTPException(404, f"no eval run {run_id!r} under {self.home / 'evals'}")
+        offset, tasks = _offset(request), doc.get("tasks") or []
+        page = Page(tasks[offset : offset + PAGE_SIZE], len(tasks), offset)  # type: ignore[arg-type]
+        return {"summary": eval_summary(out), "doc": doc, "page": page}
+
+    def _trajectory(self, trajectory_id: str) -> Any:
+        traj = self.trajectories.load(trajectory_id)
+        if traj is None:
+            raise HTTPException(404, f"no trajectory {trajectory_id!r} in this home")
+        return traj
+
+    def trajectory(self, request: Request) -> dict[str, Any]:
+        traj = self._trajectory(request.path_params["trajectory_id"])
+        run_dir = self.home / "runs" / (traj.run_id or "")
+        proposal = None
+        if traj.run_id and run_dir.is_dir():
+            proposal = reflection(run_dir, traj.trajectory_id, traj.scaffold.hash if traj.scaffold else None)
+        return {"traj": traj, "siblings": self.trajectories.siblings(traj), "proposal": proposal}
+
+    def compare(self, request: Request) -> dict[str, Any]:
+        a, b = request.query_params.get("a"), request.query_params.get("b")
+        if not a or not b:
+            raise HTTPException(400, "compare needs two trajectory ids: /compare?a=ID&b=ID")
+        left, right = self._trajectory(a), self._trajectory(b)
+        return {"left": left, "right": right, "same_task": left.task_id == right.task_id}
+
+    def experience(self, request: Request) -> dict[str, Any]:
+        params = request.query_params
+        query = params.get("q", "").strip()
+        scope = params.get("scope", "steps")
+        if scope not in SCOPES:
+            raise HTTPException(400, f"scope must be one of {', '.join(SCOPES)}")
+        try:
+            k = min(MAX_K, max(1, int(params.get("k", 10))))
+        except ValueError:
+            raise HTTPException(400, "k must be a whole number") from None
+        filters = {key: params.get(key, "") for key in (*FILTER_KEYS, "error_type")}
+        hits, page = [], None
+        if query:
+            hits = self.trajectories.search(query, scope, filters, k)
+        else:
+            page = self.trajectories.page(filters, _offset(request))
+        return {
+            "query": query,
+            "scope": scope,
+            "scopes": SCOPES,
+            "k": k,
+            "filters": filters,
+            "search_filters": SEARCH_FILTERS,
+            "hits": hits,
+            "page": page,
+        }
+
+    def training(self, request: Request) -> dict[str, Any]:
+        return {"runs": [train.training_summary(self.home, d) for d in train.training_dirs(self.home)]}
+
+    def training_run(self, request: Request) -> dict[str, Any]:
+        path = request.path_params["path"]
+        run_dir = self.home / path
+        if ".." in Path(path).parts or run_dir not in train.training_dirs(self.home):
+            raise HTTPException(404, f"no training run {path!r} in this home")
+        rows = train.flat_rows(run_dir / "metrics.jsonl")
+        charts = [
+            (title, line_chart([(s.name, s.xs, s.ys) for s in series if _finite(s.ys)], title))
+            for title, series in train.panels(rows)
+        ]
+        return {"run_id": path, "rows": len(rows), "charts": charts, "last": rows[-1] if rows else {}}
+
+
+def _finite(values: list[float]) -> bool:
+    return bool(values) and all(math.isfinite(v) for v in values)

@@ -1,0 +1,185 @@
+"""Evolve and eval runs as the UI shows them, read from `<home>/runs` and `<home>/evals` (never written).
+
+A run's status is not a file of its own: it is read from what the run leaves behind. `result.json` is
+written when `optimize` returns (with `stopped` set when the budget ran out); a run still writing its
+ledger or checkpoints within the last `LIVE_WINDOW_S` seconds is running; one that stopped writing
+without a result was killed or crashed."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from recreate.jsonl import read_jsonl
+
+LIVE_WINDOW_S = 120.0
+_USAGE_KEYS = ("calls", "prompt_tokens", "completion_tokens", "cost_usd")
+# not the SQLite -wal/-shm files: a reader (this UI) touches those too
+_ACTIVITY_FILES = ("ledger.jsonl", "spent.json", "checkpoints.sqlite")
+
+
+@dataclass
+class RunSummary:
+    id: str
+    kind: str  # "evolve" | "eval" | "train"
+    status: str  # "running" | "stopped at budget" | "finished" | "failed"
+    started: float | None  # epoch seconds
+    spend: dict[str, float] = field(default_factory=dict)  # USD per role
+    best: float | None = None  # best validation mean (evolve), mean score (eval), last reward (train)
+    detail: str = ""  # the reason a run stopped, the seed, the domain
+
+    @property
+    def total_usd(self) -> float:
+        return sum(self.spend.values())
+
+
+def read_json(path: Path) -> Any:
+    """The parsed file, or None when it is absent or torn (a writer killed mid-way)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def mean(scores: dict[str, float] | None) -> float | None:
+    return sum(scores.values()) / len(scores) if scores else None
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+def status_of(done: bool, stopped: bool, last_write: float | None, now: float | None = None) -> str:
+    if done:
+        return "stopped at budget" if stopped else "finished"
+    if last_write is not None and (now or time.time()) - last_write < LIVE_WINDOW_S:
+        return "running"
+    return "failed"
+
+
+def checkpoint_state(run_dir: Path, live: bool) -> dict[str, Any]:
+    """The loop's latest state from its SQLite checkpoints, opened read-only: what a running run has
+    done so far (its history is written to result.json only at the end). A run that is not `live` has
+    no writer: the file is opened immutable, so not even SQLite's -wal/-shm files appear beside it."""
+    path = run_dir / "checkpoints.sqlite"
+    if not path.is_file():
+        return {}
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    mode = "mode=ro" if live else "immutable=1"
+    conn = sqlite3.connect(f"file:{path}?{mode}", uri=True, check_same_thread=False)
+    try:
+        found = SqliteSaver(conn).get_tuple({"configurable": {"thread_id": run_dir.name}})
+    except sqlite3.Error:
+        return {}
+    finally:
+        conn.close()
+    return dict(found.checkpoint.get("channel_values", {})) if found else {}
+
+
+def ledger_usage(path: Path) -> dict[str, dict[str, float]]:
+    """Calls, tokens and USD per role, summed from a run's ledger (what a running run has spent)."""
+    usage: dict[str, dict[str, float]] = {}
+    for row in read_jsonl(path) if path.is_file() else []:
+        role = usage.setdefault(str(row.get("role", "?")), dict.fromkeys(_USAGE_KEYS, 0.0))
+        role["calls"] += 1
+        for key in _USAGE_KEYS[1:]:
+            role[key] += row.get(key) or 0
+    return usage
+
+
+@dataclass
+class EvolveRun:
+    """One evolve run: its config, its versions (history), per-task results and spend."""
+
+    dir: Path
+    config: dict[str, Any]
+    result: dict[str, Any] | None
+    status: str
+
+    @classmethod
+    def open(cls, run_dir: Path) -> EvolveRun:
+        config = read_json(run_dir / "config.json") or {}
+        result_file = run_dir / "result.json"
+        result = read_json(result_file)
+        activity = [t for t in (_mtime(run_dir / f) for f in _ACTIVITY_FILES) if t is not None]
+        last = max(activity, default=None)
+        done = result is not None and (last is None or (_mtime(result_file) or 0) >= last - 1.0)
+        status = status_of(done, bool(result and result.get("stopped")), last)
+        return cls(run_dir, config, result if done else None, status)
+
+    @property
+    def id(self) -> str:
+        return self.dir.name
+
+    def _state(self) -> dict[str, Any]:
+        if self.result is not None:
+            return self.result
+        if not hasattr(self, "_live"):
+            self._live = checkpoint_state(self.dir, self.status == "running")
+        return self._live
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        return list(self._state().get("history") or [])
+
+    @property
+    def results(self) -> list[dict[str, Any]]:
+        return list(self._state().get("results") or [])
+
+    def usage(self) -> dict[str, dict[str, float]]:
+        if self.result is not None and self.result.get("usage"):
+            return dict(self.result["usage"])
+        return ledger_usage(self.dir / "ledger.jsonl")
+
+    def spend(self) -> dict[str, float]:
+        return {role: u.get("cost_usd") or 0.0 for role, u in self.usage().items()}
+
+    def best_val(self) -> float | None:
+        means = [mean(h.get("val")) for h in self.history if h.get("accepted")]
+        return max((m for m in means if m is not None), default=None)
+
+    def entry_of(self, ref: str) -> dict[str, Any] | None:
+        return next((h for h in self.history if h.get("ref") == ref), None)
+
+    def summary(self) -> RunSummary:
+        started = _mtime(self.dir / "config.json")
+        stopped = (self.result or {}).get("stopped") or ""
+        detail = f"{self.config.get('seed_ref', '?')} on {self.config.get('domain', '?')}"
+        best = self.best_val() if self.result is not None else None
+        return RunSummary(self.id, "evolve", self.status, started, self.spend(), best, stopped or detail)
+
+
+def eval_summary(out: Path) -> RunSummary:
+    doc = read_json(out / "results.json") or {}
+    summary = doc.get("summary") or {}
+    status = status_of(bool(doc.get("complete")), False, _mtime(out / "results.json"))
+    info = doc.get("run") or {}
+    return RunSummary(
+        out.name,
+        "eval",
+        status,
+        _mtime(out),
+        {"agent": summary.get("total_cost_usd") or 0.0},
+        summary.get("mean_score"),
+        doc.get("title") or f"{info.get('scaffold', '?')} on {info.get('domain', '?')}",
+    )
+
+
+def evolve_runs(home: Path) -> list[Path]:
+    root = home / "runs"
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if "seed_ref" in (read_json(p / "config.json") or {}))
+
+
+def eval_runs(home: Path) -> list[Path]:
+    root = home / "evals"
+    return sorted(p for p in root.iterdir() if (p / "results.json").is_file()) if root.is_dir() else []

@@ -1,0 +1,116 @@
+"""Trajectories for the UI: one page of the experience catalog at a time (SQL LIMIT/OFFSET on a
+read-only connection, so a store of any size costs the same per page), one trajectory by id, and the
+experience store's semantic search with the CLI's filters."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from recreate.experience.catalog import COLUMNS, FILTER_KEYS, CatalogEntry
+from recreate.experience.schema import SchemaError, Trajectory, load_trajectory
+
+PAGE_SIZE = 50
+SEARCH_FILTERS = ("domain", "task_id", "outcome", "error_type")  # those of `recreate experience search`
+
+
+@dataclass
+class Page:
+    entries: list[Any]  # catalog entries, or an eval's result rows
+    total: int
+    offset: int
+    size: int = PAGE_SIZE
+
+    @property
+    def next_offset(self) -> int | None:
+        return self.offset + self.size if self.offset + self.size < self.total else None
+
+    @property
+    def prev_offset(self) -> int | None:
+        return max(0, self.offset - self.size) if self.offset > 0 else None
+
+
+class TrajectoryReader:
+    def __init__(self, home: Path, *, embedding: str = "hash", chroma_url: str | None = None) -> None:
+        self.home = home
+        self.root = home / "experience"
+        self.catalog_path = self.root / "catalog.sqlite"
+        self._embedding, self._chroma_url = embedding, chroma_url
+        self._store: Any = None
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(f"file:{self.catalog_path}?mode=ro", uri=True)
+
+    def page(self, filters: dict[str, str], offset: int = 0, size: int = PAGE_SIZE) -> Page:
+        """Newest first: in reverse order of storing (the catalog's rowid, so SQLite walks its b-tree or
+        the filter's index backwards instead of sorting every match). Filters: the catalog's columns and
+        `error_type` (of any step); other keys are ignored."""
+        if not self.catalog_path.is_file():
+            return Page([], 0, 0, size)
+        chosen = {k: v for k, v in filters.items() if k in FILTER_KEYS and v}
+        clauses, args = [f"{key} = ?" for key in chosen], list(chosen.values())
+        if filters.get("error_type"):  # as the CLI's search: trajectories with a step of this error type
+            clauses.append("id IN (SELECT trajectory_id FROM steps WHERE error_type = ?)")
+            args.append(filters["error_type"])
+        where = " AND ".join(clauses) or "1"
+        with self._connect() as db:
+            total = db.execute(f"SELECT COUNT(*) FROM trajectories WHERE {where}", args).fetchone()[0]
+            rows = db.execute(
+                f"SELECT {', '.join(COLUMNS)} FROM trajectories WHERE {where} "
+                "ORDER BY rowid DESC LIMIT ? OFFSET ?",
+                [*args, size, max(0, offset)],
+            ).fetchall()
+        return Page([CatalogEntry(*row) for row in rows], total, max(0, offset), size)
+
+    def entry(self, trajectory_id: str) -> CatalogEntry | None:
+        if not self.catalog_path.is_file():
+            return None
+        with self._connect() as db:
+            row = db.execute(
+                f"SELECT {', '.join(COLUMNS)} FROM trajectories WHERE id = ?", (trajectory_id,)
+            ).fetchone()
+        return CatalogEntry(*row) if row else None
+
+    def load(self, trajectory_id: str) -> Trajectory | None:
+        """From the store, else from a run's or an eval's own copy (runs keep theirs)."""
+        entry = self.entry(trajectory_id)
+        candidates = [self.root / entry.path] if entry else []
+        name = f"{trajectory_id}.json"
+        if "/" not in trajectory_id and not trajectory_id.startswith("."):
+            candidates += [p / "trajectories" / name for p in self._run_dirs()]
+        for path in candidates:
+            if path.is_file():
+                try:
+                    return load_trajectory(path)
+                except SchemaError:
+                    return None
+        return None
+
+    def _run_dirs(self) -> list[Path]:
+        return [
+            p
+            for root in ("runs", "evals")
+            if (self.home / root).is_dir()
+            for p in (self.home / root).iterdir()
+        ]
+
+    def siblings(self, traj: Trajectory, limit: int = 20) -> list[CatalogEntry]:
+        """Other runs of the same task (other versions, other seeds): candidates for a side-by-side."""
+        page = self.page({"domain": traj.domain, "task_id": traj.task_id}, 0, limit + 1)
+        return [e for e in page.entries if e.id != traj.trajectory_id][:limit]
+
+    def search(self, query: str, scope: str, filters: dict[str, str], k: int) -> list[Any]:
+        """The store's own search (ExperienceStore.search), with background indexing off: the UI never
+        writes to the store."""
+        if not self.catalog_path.is_file():
+            return []
+        if self._store is None:
+            from recreate.experience.store import ExperienceStore
+
+            self._store = ExperienceStore(
+                self.root, embedding=self._embedding, chroma_url=self._chroma_url, index=False
+            )
+        chosen = {key: v for key, v in filters.items() if key in SEARCH_FILTERS and v}
+        return self._store.search(query, scope=scope, filters=chosen, k=k)
