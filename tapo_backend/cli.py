@@ -48,7 +48,7 @@ def _print_dataset(dataset, source: Path) -> None:
 def train(
     logs: Path = typer.Option(None, "--logs", help="Trajectory JSON file, directory or experience store."),
     model: str = typer.Option(None, "--model", help="HF model name or local directory."),
-    algo: str = typer.Option(None, "--algo", help="grpo, dapo, dr_grpo, gspo, gspo_token, ctpo or tapo."),
+    algo: str = typer.Option(None, "--algo", help="grpo, dapo, dr_grpo, gspo, gspo_token, cumprod or tapo."),
     config_file: Path = typer.Option(None, "--config", help="TOML/YAML file of TrainConfig settings."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only load the data and print its summary."),
     run_name: str = typer.Option(None, "--run-name", help="Run directory name under $RECREATE_HOME/tapo/."),

@@ -18,14 +18,18 @@ from typing import Any
 import yaml
 
 from tapo_backend.losses import LossConfigError
-from tapo_backend.losses.config import resolve
+from tapo_backend.losses.config import LOSSES, resolve
 
 
 class ConfigError(ValueError):
     """A bad training configuration; the message names the problem."""
 
 
-ALGOS = ("grpo", "dapo", "dr_grpo", "gspo", "gspo_token", "ctpo", "tapo")
+ALGOS = ("grpo", "dapo", "dr_grpo", "gspo", "gspo_token", "cumprod", "tapo")
+# Settings an algorithm's authors define with it; an explicit value in the config wins.
+ALGO_DEFAULTS: dict[str, dict[str, Any]] = {
+    "dr_grpo": {"advantage": "dr_grpo", "drop_zero_variance": False},
+}
 ADVANTAGES = ("grpo", "dr_grpo", "loo")
 PRECISIONS = ("fp32", "bf16")
 
@@ -42,9 +46,10 @@ class LoraSettings:
 class TrainConfig:
     algo: str = "tapo"
     loss: dict[str, Any] = field(default_factory=dict)  # compute_policy_loss keywords (clip_low, ...)
-    advantage: str = "grpo"  # grpo (group-normalised), dr_grpo (no std), loo (leave-one-out)
+    # grpo (group-normalised), dr_grpo (no std), loo (leave-one-out); None = the algo's own (ALGO_DEFAULTS)
+    advantage: str | None = None
     min_group_size: int = 2
-    drop_zero_variance: bool = True
+    drop_zero_variance: bool | None = None  # None = the algo's own: dr_grpo keeps them in B, as TRL does
     recompute_old_logprobs: bool = False  # True: old = the model's at each iteration, logged ones feed TIS
     max_length: int | None = None  # tokens per trajectory; longer ones are cut (their tail is not trained)
     temperature: float = 1.0  # the logs' sampling temperature: the policy trained is softmax(logits / T)
@@ -67,6 +72,10 @@ class TrainConfig:
     tensorboard: bool = False
 
     def __post_init__(self) -> None:
+        own = {"advantage": "grpo", "drop_zero_variance": True, **ALGO_DEFAULTS.get(self.algo, {})}
+        for name, value in own.items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
         if isinstance(self.lora, dict):
             self.lora = _build(LoraSettings, self.lora, "lora")
         if not self.run_name:
@@ -92,9 +101,18 @@ class TrainConfig:
         if not isinstance(self.loss, dict):
             raise ConfigError("loss must be a table of compute_policy_loss options")
         try:
-            resolve(self.algo, **self.loss)
+            resolve(self.algo, **self.loss_options())
         except (LossConfigError, TypeError) as exc:
             raise ConfigError(f"loss: {exc}") from exc
+
+    def loss_options(self, longest_model_span: int | None = None) -> dict[str, Any]:
+        """`loss` plus what the algo needs and the config implies: Dr.GRPO's constant `max_length` is
+        `loss.max_length`, else `max_length`, else the data's longest model-token span (fixed per run)."""
+        options = dict(self.loss)
+        aggregation = options.get("aggregation", LOSSES[self.algo].defaults.get("aggregation"))
+        if aggregation == "fixed-length" and "max_length" not in options:
+            options["max_length"] = self.max_length or longest_model_span or 1
+        return options
 
     @property
     def batch_size(self) -> int:
