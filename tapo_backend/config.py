@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from tapo_backend.logged import ON_MISMATCH
 from tapo_backend.losses import LossConfigError
 from tapo_backend.losses.config import LOSSES, resolve
 
@@ -32,6 +33,7 @@ ALGO_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 ADVANTAGES = ("grpo", "dr_grpo", "loo")
 PRECISIONS = ("fp32", "bf16")
+DTYPES = ("fp32", "bf16", "fp16", "auto")
 
 
 @dataclass
@@ -61,7 +63,9 @@ class TrainConfig:
     micro_batch_size: int = 4  # trajectories per forward/backward on one device
     grad_accumulation: int = 1  # micro-batches per optimizer step (per device)
     max_grad_norm: float | None = 1.0
-    precision: str = "fp32"
+    precision: str = "fp32"  # autocast: fp32 (none) or bf16 mixed precision
+    dtype: str = "fp32"  # weights as loaded: fp32, bf16, fp16, or auto (the checkpoint's own dtype)
+    on_mismatch: str = "trust"  # logged ids that do not decode to their text: trust, drop, retokenize
     gradient_checkpointing: bool = False
     lora: LoraSettings | None = None
     seed: int = 0
@@ -89,6 +93,8 @@ class TrainConfig:
         _choice("algo", self.algo, ALGOS)
         _choice("advantage", self.advantage, ADVANTAGES)
         _choice("precision", self.precision, PRECISIONS)
+        _choice("dtype", self.dtype, DTYPES)
+        _choice("on_mismatch", self.on_mismatch, ON_MISMATCH)
         for name in ("micro_batch_size", "grad_accumulation", "epochs", "min_group_size", "log_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
