@@ -66,7 +66,9 @@ def test_cum_weight_is_the_prefix_product_of_model_token_ratios_and_pow_interpol
             assert math.exp(cum[i, t]) == pytest.approx(product, rel=1e-13)
             if mask[i, t]:
                 product *= math.exp(lp[i, t] - old[i, t])  # tool tokens (mask 0) cancel: no factor
-    torch.testing.assert_close(state_correction(delta, mask, "pow", 1.0), state_correction(delta, mask, "geo"))
+    torch.testing.assert_close(
+        state_correction(delta, mask, "pow", 1.0), state_correction(delta, mask, "geo")
+    )
     torch.testing.assert_close(state_correction(delta, mask, "pow", 0.0), cum)
 
 

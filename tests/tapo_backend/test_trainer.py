@@ -77,7 +77,13 @@ def _perturbed_batch(tiny_model_dir, tokenizer, write_logs, accelerator):
 
 @pytest.mark.parametrize(
     ("algo", "loss"),
-    [("tapo", {}), ("grpo", {}), ("dr_grpo", {"max_length": 64}), ("gspo", {}), ("cumprod", {"kl_coef": 0.0})],
+    [
+        ("tapo", {}),
+        ("grpo", {}),
+        ("dr_grpo", {"max_length": 64}),
+        ("gspo", {}),
+        ("cumprod", {"kl_coef": 0.0}),
+    ],
 )
 def test_micro_batching_does_not_change_the_gradient(algo, loss, tiny_model_dir, tokenizer, write_logs):
     accelerator = Accelerator()
