@@ -185,63 +185,82 @@ def test_bf16_checkpointing_and_kl_stay_finite(tmp_path, tiny_model_dir, write_l
     assert all(math.isfinite(value) for r in records for value in r.values() if isinstance(value, float))
 
 
-@pytest.mark.slow
-def test_two_processes_under_accelerate_launch_match_one(tmp_path, tiny_model_dir, write_logs) -> None:
-    """DDP on CPU (gloo): half the batch per process, same global normaliser -> the same weights."""
+def _launch_two(
+    tmp_path: Path, logs: Path, model: Path, config: Path, name: str, *launch_options: str
+) -> Path:
+    """`accelerate launch` two CPU processes (gloo) of `tapo train`; returns the run's output dir."""
     import os
     import socket
     import subprocess
     import sys
 
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    launch = [
+        sys.executable, "-m", "accelerate.commands.launch", *launch_options, "--num_processes", "2",
+        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
+        str(port), "-m", "tapo_backend.cli", "train", "--logs", str(logs), "--model", str(model),
+        "--config", str(config), "--output-dir", str(tmp_path / name),
+    ]  # fmt: skip
+    env = {**os.environ, "ACCELERATE_USE_CPU": "true"}  # no GPU here: gloo on CPU
+    done = subprocess.run(launch, capture_output=True, text=True, timeout=600, check=False, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return tmp_path / name
+
+
+def _assert_same_run(single, two: Path) -> None:
+    one, other = _weights(single.final_dir), _weights(two / "final")
+    # AdamW's first steps divide by |g|: summation-order noise in near-zero gradients moves a weight by
+    # ~1e-5, while a wrong loss scale or normaliser moves every weight by ~lr = 1e-3
+    for name in one:
+        torch.testing.assert_close(other[name], one[name], rtol=0, atol=5e-5)
+    records = [json.loads(line) for line in (two / "metrics.jsonl").read_text().splitlines()]
+    single_records = [json.loads(line) for line in single.metrics_path.read_text().splitlines()]
+    assert len(records) == len(single_records)  # one line per step, from the main process only
+    assert [r["grad_norm"] for r in records] == pytest.approx(
+        [r["grad_norm"] for r in single_records], rel=1e-5
+    )
+
+
+@pytest.mark.slow
+def test_two_processes_under_accelerate_launch_match_one(tmp_path, tiny_model_dir, write_logs) -> None:
+    """DDP on CPU (gloo): half the batch per process, same global normaliser -> the same weights."""
     logs = write_logs(tasks=2, per_answer=2)
     settings = dict(epochs=2, lr=1e-3, grad_accumulation=2, warmup_steps=4)
     single = train(_config(tmp_path, "one", micro_batch_size=4, **settings), logs, str(tiny_model_dir))
     config = tmp_path / "two.toml"
     config.write_text("micro_batch_size = 2\ngrad_accumulation = 2\nepochs = 2\nlr = 1e-3\nwarmup_steps = 4")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    launch = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--multi_gpu",
-        "--num_processes",
-        "2",
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-        "--main_process_port",
-        str(port),
-        "-m",
-        "tapo_backend.cli",
-        "train",
-        "--logs",
-        str(logs),
-        "--model",
-        str(tiny_model_dir),
-        "--config",
-        str(config),
-        "--output-dir",
-        str(tmp_path / "two"),
-    ]
-    env = {**os.environ, "ACCELERATE_USE_CPU": "true"}  # no GPU here: gloo DDP on CPU
-    done = subprocess.run(launch, capture_output=True, text=True, timeout=600, check=False, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    one, two = _weights(single.final_dir), _weights(tmp_path / "two" / "final")
-    # AdamW's first steps divide by |g|: summation-order noise in near-zero gradients moves a weight by
-    # ~1e-5, while a wrong loss scale or normaliser moves every weight by ~lr = 1e-3
-    for name in one:
-        torch.testing.assert_close(two[name], one[name], rtol=0, atol=5e-5)
-    records = [json.loads(line) for line in (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()]
-    single_records = [json.loads(line) for line in single.metrics_path.read_text().splitlines()]
-    assert len(records) == len(single_records) == 2  # one line per step, from the main process only
-    assert [r["grad_norm"] for r in records] == pytest.approx(
-        [r["grad_norm"] for r in single_records], rel=1e-5
+    two = _launch_two(tmp_path, logs, tiny_model_dir, config, "two", "--multi_gpu")
+    _assert_same_run(single, two)
+    assert len(single.metrics_path.read_text().splitlines()) == 2
+
+
+@pytest.mark.slow
+def test_two_processes_under_fsdp_with_an_uneven_batch_match_one(
+    tmp_path, tiny_model_dir, write_logs
+) -> None:
+    """FSDP (torch's fully_shard) on CPU with gloo: parameters sharded over 2 processes. The second
+    step's batch of 5 splits 3/2, i.e. 2 and 1 micro-batches of 2: the short process pads with a
+    zero-weight micro-batch (FSDP gathers parameters collectively in every forward), and the final
+    state dict is gathered on both ranks (a collective too; before, only rank 0 called it)."""
+    logs = write_logs(tasks=3, per_answer=2)
+    extra = json.loads(next(Path(logs).glob("task-0/*-A-0.json")).read_text())
+    extra["trajectory_id"] = "t-0-A-extra"
+    (Path(logs) / "task-0" / "t-0-A-extra.json").write_text(json.dumps(extra))  # 13 trajectories
+    single = train(
+        _config(tmp_path, "one", micro_batch_size=2, grad_accumulation=4, lr=1e-3), logs, str(tiny_model_dir)
     )
+    config = tmp_path / "fsdp.toml"
+    config.write_text("micro_batch_size = 2\ngrad_accumulation = 2\nepochs = 1\nlr = 1e-3")
+    fsdp = [
+        "--use_fsdp", "--fsdp_version", "2", "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP",
+        "--fsdp_state_dict_type", "FULL_STATE_DICT", "--fsdp_reshard_after_forward", "true",
+    ]  # fmt: skip
+    two = _launch_two(tmp_path, logs, tiny_model_dir, config, "fsdp", *fsdp)
+    _assert_same_run(single, two)
+    records = [json.loads(line) for line in (two / "metrics.jsonl").read_text().splitlines()]
+    assert [r["trajectories"] for r in records] == [8, 5]
 
 
 def test_token_logprobs_score_the_tempered_distribution_the_logs_were_sampled_from(tiny_model_dir):
