@@ -131,8 +131,6 @@ def fill_logprobs(
     short ones repeat a chunk and discard it), then every process receives every result. Each
     example is scored at its own recorded temperature when it has one.
     """
-    from accelerate.utils import gather_object
-
     from tapo_backend.data import pad_ids
 
     was_training = model.training
@@ -153,8 +151,10 @@ def fill_logprobs(
             )
         for index, row in zip(indices, lps.float().cpu().tolist(), strict=False):
             computed.append((index, [0.0, *row[: len(examples[index].input_ids) - 1]]))
-    if processes > 1:
-        computed = gather_object(computed)
+    if processes > 1 and torch.distributed.is_initialized():  # accelerate/torchrun set it up
+        shares: list[Any] = [None] * processes
+        torch.distributed.all_gather_object(shares, computed)
+        computed = [item for share in shares for item in share]
     for index, values in computed:
         setattr(examples[index], attr, values)
     model.train(was_training)
