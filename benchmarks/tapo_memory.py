@@ -112,7 +112,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     print(f"{args.tokens}-token trace, vocab {args.vocab}: peak memory rise of log-probs + loss + backward")
     for row in rows:
         print(
-            f"  {row['mode']:8s} {row['peak_rise_mb']:8.0f} MB  {row['seconds']:6.2f} s  loss {row['loss']:.6f}"
+            f"  {row['mode']:8s} {row['peak_rise_mb']:8.0f} MB  {row['seconds']:6.2f} s  "
+            f"loss {row['loss']:.6f}"
         )
     print(f"  chunked / full: memory {chunked['peak_rise_mb'] / full['peak_rise_mb']:.2f}x")
     return rows
