@@ -7,8 +7,18 @@
 Writes under --out (default .recreate/benchmarks/tapo_stability): results.json (updated after every
 finished E2 job, so `--resume` continues an interrupted sweep and `--report-only` tabulates it),
 e1_table.{md,csv}, e1_bias_variance.png, e2_table.{md,csv} (one row per variant and regime),
-e2_effects.{md,csv} (each factor's paired effect with its 95% CI), e2_claims.md (what the numbers
-support, written from them), e2_effects.png (AUC effect ± CI per factor), e2_success_curves.png.
+gspo_window.{md,csv} (GSPO's sequence ratio per staleness: the clip fraction of the paper's window
+3e-4/4e-4 and the window spanning the central 90% of ratios), e2_effects.{md,csv} (each factor's
+paired effect with its 95% CI), e2_claims.md (what the numbers support, written from them),
+e2_effects.png (AUC effect ± CI per factor), e2_success_curves.png.
+
+GSPO's window (measured here, calibrated task, 5 seeds × 100 updates): the paper's 3e-4/4e-4 was set for
+near on-policy mini-batches; on-policy (staleness 0) it clips nothing, at staleness 4 and 16 it clips
+51% and 55% of the model tokens (every sequence whose advantage pushes it further out of the window):
+GSPO then learns from the other half. The central 90% of sequence ratios spans ε_lo 0.03 / ε_hi 0.015
+at staleness 4 and ε_lo 0.23 / ε_hi 0.002 at staleness 16 (stale data mostly has π < μ): a window of
+that size is what GSPO needs under this staleness. E2's factorial does not include GSPO (its ratio is
+not a factor level); `--only gspo` re-measures the table.
 
 E1 measures each estimator's bias against g* (the target the cumulative-prefix estimator is exactly
 unbiased for; see `estimator_bias_variance`), and also against ∇J.
@@ -112,7 +122,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small smoke configuration")
     ap.add_argument("--out", type=Path, default=Path(".recreate/benchmarks/tapo_stability"))
-    ap.add_argument("--only", choices=("e1", "e2"), help="run one experiment")
+    ap.add_argument("--only", choices=("e1", "e2", "gspo"), help="run one part")
+    ap.add_argument("--gspo-updates", type=int, default=100, help="updates per GSPO window measurement")
     ap.add_argument("--regimes", nargs="+", choices=list(REGIMES), help="default: calibrated reference")
     ap.add_argument("--seeds", type=int, help="E2 seeds per regime (default 10)")
     ap.add_argument("--updates", type=int, help="E2 updates per run (default 500)")
@@ -373,6 +384,42 @@ def plot_e2(results: dict[str, Any], effects: list[dict[str, Any]], out: Path) -
     plt.close(fig)
 
 
+# ------------------------------------------------------------------------------------------- GSPO window
+
+GSPO_PAPER_WINDOW = (3e-4, 4e-4)  # ε_lo, ε_hi of Zheng et al. 2025 (near on-policy mini-batches)
+
+
+def gspo_window(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """GSPO's sequence ratio at each staleness, in the calibrated task: how much of the batch the
+    paper's window clips, and the window holding the central 90% of sequence ratios (the band a
+    window must span for ~10% clipping, the order the GSPO paper reports for its own runs)."""
+    rows = []
+    settings = QUICK_REGIMES["calibrated"] if args.quick else REGIMES["calibrated"]
+    for staleness in (0, 4, 16):
+        cfg = StaleReplayConfig(
+            **{**settings, "staleness": staleness},
+            seeds=args.seeds,
+            updates=args.gspo_updates,
+            warmup=args.warmup,
+            loss_config={"clip_low": GSPO_PAPER_WINDOW[0], "clip_high": GSPO_PAPER_WINDOW[1]},
+        )
+        out = stale_replay("gspo", cfg)
+        late = out["ratio_q05_q95"][len(out["ratio_q05_q95"]) // 2 :]  # after warm-up, once data is stale
+        q05 = sorted(q for q, _ in late)[len(late) // 2]
+        q95 = sorted(q for _, q in late)[len(late) // 2]
+        rows.append(
+            {
+                "staleness": staleness,
+                "paper_window_clip_frac": sum(out["clip_frac"]) / len(out["clip_frac"]),
+                "ratio_q05": q05,
+                "ratio_q95": q95,
+                "window_90pct_eps_low": max(0.0, 1.0 - q05),
+                "window_90pct_eps_high": max(0.0, q95 - 1.0),
+            }
+        )
+    return rows
+
+
 # ---------------------------------------------------------------------------------------------- output
 
 
@@ -413,6 +460,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         with console.status("E1 exact enumeration"):
             results["e1"] = run_e1(args)
         save()
+    if not args.report_only and args.only in (None, "gspo"):
+        with console.status("GSPO window per staleness"):
+            results["gspo_window"] = gspo_window(args)
+        save()
     if not args.report_only and args.only in (None, "e2"):
         run_e2(args, results, save)
     write_report(results, args.out)
@@ -422,6 +473,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 def write_report(results: dict[str, Any], out: Path) -> None:
+    if results.get("gspo_window"):
+        write_table(results["gspo_window"], out / "gspo_window")
     if results.get("e1"):
         write_table(results["e1"], out / "e1_table")
         plot_e1(results["e1"], out / "e1_bias_variance.png")

@@ -258,7 +258,7 @@ def stale_replay(loss_name: str, cfg: StaleReplayConfig, base_seed: int = 0) -> 
     s_idx, t_idx = torch.arange(cfg.seeds)[:, None, None], torch.arange(cfg.horizon)
     group_ids = (torch.arange(cfg.seeds)[:, None] * cfg.vocab + starts).flatten()
     history = [policy.table().detach()]
-    success, clip_frac, kl = [], [], []
+    success, clip_frac, kl, ratio_band = [], [], [], []
     loss_kwargs = dict(cfg.loss_config)
     if loss_name == "dr_grpo":
         loss_kwargs.setdefault("max_length", cfg.horizon)
@@ -281,7 +281,13 @@ def stale_replay(loss_name: str, cfg: StaleReplayConfig, base_seed: int = 0) -> 
             success.append(expected_success(table, targets))
         clip_frac.append(metrics["clip_frac"] + metrics["dual_clip_frac"])
         kl.append(metrics["kl_mu_pi"])
-    return {"success": torch.stack(success, dim=1), "clip_frac": clip_frac, "kl_mu_pi": kl}
+        ratio_band.append((metrics["ratio_q05"], metrics["ratio_q95"]))
+    return {
+        "success": torch.stack(success, dim=1),
+        "clip_frac": clip_frac,
+        "kl_mu_pi": kl,
+        "ratio_q05_q95": ratio_band,  # of the loss's ratio (GSPO: the sequence ratio of every token)
+    }
 
 
 def summarize_curves(success: Tensor, reach: float = 0.9, collapse: float = 0.5) -> dict[str, float]:

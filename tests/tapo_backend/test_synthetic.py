@@ -134,3 +134,13 @@ def test_quick_benchmark_writes_the_factorial_and_k0_variants_coincide(tmp_path)
     assert effects[("on-policy", "dual clip (on − off)")]["auc_effect"] == pytest.approx(0.0, abs=1e-4)
     assert {"auc_ci_low", "auc_ci_high", "crashed_effect"} <= set(effects[("calibrated", "σ geo − none")])
     assert "95% CI" in (tmp_path / "e2_claims.md").read_text()
+
+
+def test_gspo_window_report_measures_clipping_per_staleness(tmp_path):
+    bench = load_benchmark()
+    results = bench.main(["--quick", "--only", "gspo", "--out", str(tmp_path), "--gspo-updates", "12"])
+    rows = {row["staleness"]: row for row in results["gspo_window"]}
+    assert set(rows) == {0, 4, 16}
+    assert rows[0]["paper_window_clip_frac"] == 0.0  # on-policy: the sequence ratio is exactly 1
+    assert rows[16]["paper_window_clip_frac"] > 0.0
+    assert (tmp_path / "gspo_window.md").stat().st_size > 0
