@@ -19,7 +19,7 @@ import yaml
 
 from tapo_backend.logged import ON_MISMATCH
 from tapo_backend.losses import LossConfigError
-from tapo_backend.losses.config import LOSSES, resolve
+from tapo_backend.losses.config import LOSSES, RENAMED, resolve
 
 
 class ConfigError(ValueError):
@@ -90,6 +90,8 @@ class TrainConfig:
         self.validate()
 
     def validate(self) -> None:
+        if self.algo in RENAMED:
+            raise ConfigError(f"algo: {RENAMED[self.algo]}")
         _choice("algo", self.algo, ALGOS)
         _choice("advantage", self.advantage, ADVANTAGES)
         _choice("precision", self.precision, PRECISIONS)
