@@ -106,14 +106,18 @@ QUICK_REGIMES = {
     "calibrated": {"horizon": 8, "staleness": 4, "lr": 0.02},
     "on-policy": {"horizon": 8, "staleness": 0, "lr": 0.02},
 }
-# factor -> (label of the contrast, variants at the level, variants at the baseline level), paired by
-# the other factors' levels
-FACTORS = {
-    "dual clip (on − off)": ("dual", True, False),
-    "position clip (on − off)": ("position", True, False),
-    "σ geo − none": ("sigma", "geo", "none"),
-    "σ cum − none": ("sigma", "cum", "none"),
-    "σ geo − cum": ("sigma", "geo", "cum"),
+# contrast label -> (factor, its level, its baseline level, levels the other factors are held at):
+# each variant at the level is paired with the one at the baseline whose other factors are equal
+FACTORS: dict[str, tuple[str, Any, Any, dict[str, Any]]] = {
+    "dual clip (on − off)": ("dual", True, False, {}),
+    "position clip (on − off)": ("position", True, False, {}),
+    "σ geo − none": ("sigma", "geo", "none", {}),
+    "σ cum − none": ("sigma", "cum", "none", {}),
+    "σ geo − cum": ("sigma", "geo", "cum", {}),
+    # interactions: the state correction where the dual clip is on / off
+    "σ geo − none | dual on": ("sigma", "geo", "none", {"dual": True}),
+    "σ geo − none | dual off": ("sigma", "geo", "none", {"dual": False}),
+    "σ cum − none | dual on": ("sigma", "cum", "none", {"dual": True}),
 }
 console = Console()
 
@@ -286,11 +290,11 @@ def factor_effects(results: dict[str, Any]) -> list[dict[str, Any]]:
     jobs = results.get("e2", {})
     for regime in sorted({job["regime"] for job in jobs.values()}):
         cell = {job["variant"]: job for job in jobs.values() if job["regime"] == regime}
-        for label, (factor, level, baseline) in FACTORS.items():
+        for label, (factor, level, baseline, where) in FACTORS.items():
             pairs = []
             for variant in cell:
                 levels = _levels(variant)
-                if levels[factor] == level:
+                if levels[factor] == level and all(levels[k] == v for k, v in where.items()):
                     other = variant_name(**{**levels, factor: baseline})
                     if other in cell:
                         pairs.append((cell[variant], cell[other]))
