@@ -4,7 +4,7 @@
     python benchmarks/tapo_step.py --quick    # small sizes, a smoke run
 
 1. Loss: forward + backward of `compute_policy_loss` on random [B, T] log-probs (half the tokens model
-   tokens, stale behaviour), tapo vs grpo (and dapo, ctpo), interleaved repeats, median and minimum
+   tokens, stale behaviour), tapo vs grpo (and dapo, cumprod), interleaved repeats, median and minimum
    CPU time (process time: on a shared machine it is far less disturbed by other processes than wall
    time, especially with one torch thread, the default). Target: tapo <= 1.15x grpo.
 2. Trainer: one optimizer step (forward, backward, clip, AdamW) on the same tiny Llama and the same
@@ -62,7 +62,7 @@ def loss_times(batch: int, width: int, repeats: int = 15) -> dict[str, list[floa
     current = (old + torch.randn(batch, width, generator=generator) * 0.2).requires_grad_(True)
     mask = (torch.rand(batch, width, generator=generator) < 0.5).float()
     advantages = torch.randn(batch, generator=generator)
-    names = ["grpo", "tapo", "dapo", "ctpo"]
+    names = ["grpo", "tapo", "dapo", "cumprod"]
     times: dict[str, list[float]] = {name: [] for name in names}
     for repeat in range(repeats + 2):
         for name in names:  # interleaved, so load on the machine hits every loss alike

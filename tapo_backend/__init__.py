@@ -2,9 +2,10 @@
 
     tapo train --logs .recreate/experience --model Qwen/Qwen2.5-0.5B-Instruct --algo tapo --dry-run
 
-Modules: `data` (trajectories -> tensors), `losses` + `advantages` (the objective), `config` + `trainer`
-(the loop, on accelerate), `serve` (vLLM serving and LoRA merging), `synthetic` (stability experiments),
-`cli` (the `tapo` command).
+Modules: `data` (trajectories -> tensors) + `logged` (logged ids, stop tokens, sampling read as logged),
+`losses` + `advantages` (the objective), `config` + `trainer` + `logprobs` (the loop, on accelerate;
+chunked log-probs), `accelerate/` (launch configs), `integrations.verl` (the loss in verl's registry),
+`serve` (vLLM serving and LoRA merging), `synthetic` (stability experiments), `cli` (the `tapo` command).
 """
 
 __version__ = "0.1.0"

@@ -34,6 +34,9 @@ def _print_dataset(dataset, source: Path) -> None:
     table.add_row("reward mean ± std", f"{summary['reward_mean']:.3g} ± {summary['reward_std']:.3g}")
     table.add_row("token-in/token-out", str(summary["token_in_token_out"]))
     table.add_row("logged logprobs", str(summary["logged_logprobs"]))
+    table.add_row("  of them partly logged", str(summary["partly_logged_logprobs"]))
+    table.add_row("ids ≠ text (turns)", str(summary["token_text_mismatches"]))
+    table.add_row("raw logprobs under sampling", str(summary["raw_logprobs_under_sampling"]))
     for reason, count in summary["dropped_groups"].items():
         table.add_row("groups dropped", f"{count} ({reason})")
     table.add_row("skipped", str(summary["skipped"]))
@@ -48,7 +51,7 @@ def _print_dataset(dataset, source: Path) -> None:
 def train(
     logs: Path = typer.Option(None, "--logs", help="Trajectory JSON file, directory or experience store."),
     model: str = typer.Option(None, "--model", help="HF model name or local directory."),
-    algo: str = typer.Option(None, "--algo", help="grpo, dapo, dr_grpo, gspo, gspo_token, ctpo or tapo."),
+    algo: str = typer.Option(None, "--algo", help="grpo, dapo, dr_grpo, gspo, gspo_token, cumprod or tapo."),
     config_file: Path = typer.Option(None, "--config", help="TOML/YAML file of TrainConfig settings."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only load the data and print its summary."),
     run_name: str = typer.Option(None, "--run-name", help="Run directory name under $RECREATE_HOME/tapo/."),
@@ -57,6 +60,12 @@ def train(
     max_steps: int = typer.Option(None, "--max-steps", help="Stop after this many optimizer steps."),
     epochs: int = typer.Option(None, "--epochs", help="Passes over the logged data."),
     lr: float = typer.Option(None, "--lr", help="Learning rate."),
+    dtype: str = typer.Option(None, "--dtype", help="Weights as loaded: fp32 (default), bf16, fp16 or auto."),
+    on_mismatch: str = typer.Option(
+        None,
+        "--on-mismatch",
+        help="Logged ids that do not decode to their text: trust (default), drop, retokenize.",
+    ),
     online: bool = typer.Option(False, "--online", help="Sample with the agent as it trains (see below)."),
     domain: str = typer.Option(None, "--domain", help="--online: the domain (math, jsonl, ...)."),
     data: Path = typer.Option(None, "--data", help="--online: the domain's tasks file."),
@@ -97,6 +106,8 @@ def train(
         max_steps=max_steps,
         epochs=epochs,
         lr=lr,
+        dtype=dtype,
+        on_mismatch=on_mismatch,
     )
     from tapo_backend.trainer import load_tokenizer
     from tapo_backend.trainer import train as run_training
@@ -111,6 +122,7 @@ def train(
         min_group_size=config.min_group_size,
         drop_zero_variance=config.drop_zero_variance,
         max_length=config.max_length,
+        on_mismatch=config.on_mismatch,
     )
     _print_dataset(dataset, logs)
     if not dataset.examples:

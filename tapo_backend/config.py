@@ -17,17 +17,23 @@ from typing import Any
 
 import yaml
 
+from tapo_backend.logged import ON_MISMATCH
 from tapo_backend.losses import LossConfigError
-from tapo_backend.losses.config import resolve
+from tapo_backend.losses.config import LOSSES, RENAMED, resolve
 
 
 class ConfigError(ValueError):
     """A bad training configuration; the message names the problem."""
 
 
-ALGOS = ("grpo", "dapo", "dr_grpo", "gspo", "gspo_token", "ctpo", "tapo")
+ALGOS = ("grpo", "dapo", "dr_grpo", "gspo", "gspo_token", "cumprod", "tapo")
+# Settings an algorithm's authors define with it; an explicit value in the config wins.
+ALGO_DEFAULTS: dict[str, dict[str, Any]] = {
+    "dr_grpo": {"advantage": "dr_grpo", "drop_zero_variance": False},
+}
 ADVANTAGES = ("grpo", "dr_grpo", "loo")
 PRECISIONS = ("fp32", "bf16")
+DTYPES = ("fp32", "bf16", "fp16", "auto")
 
 
 @dataclass
@@ -42,9 +48,10 @@ class LoraSettings:
 class TrainConfig:
     algo: str = "tapo"
     loss: dict[str, Any] = field(default_factory=dict)  # compute_policy_loss keywords (clip_low, ...)
-    advantage: str = "grpo"  # grpo (group-normalised), dr_grpo (no std), loo (leave-one-out)
+    # grpo (group-normalised), dr_grpo (no std), loo (leave-one-out); None = the algo's own (ALGO_DEFAULTS)
+    advantage: str | None = None
     min_group_size: int = 2
-    drop_zero_variance: bool = True
+    drop_zero_variance: bool | None = None  # None = the algo's own: dr_grpo keeps them in B, as TRL does
     recompute_old_logprobs: bool = False  # True: old = the model's at each iteration, logged ones feed TIS
     max_length: int | None = None  # tokens per trajectory; longer ones are cut (their tail is not trained)
     temperature: float = 1.0  # the logs' sampling temperature: the policy trained is softmax(logits / T)
@@ -56,7 +63,9 @@ class TrainConfig:
     micro_batch_size: int = 4  # trajectories per forward/backward on one device
     grad_accumulation: int = 1  # micro-batches per optimizer step (per device)
     max_grad_norm: float | None = 1.0
-    precision: str = "fp32"
+    precision: str = "fp32"  # autocast: fp32 (none) or bf16 mixed precision
+    dtype: str = "fp32"  # weights as loaded: fp32, bf16, fp16, or auto (the checkpoint's own dtype)
+    on_mismatch: str = "trust"  # logged ids that do not decode to their text: trust, drop, retokenize
     gradient_checkpointing: bool = False
     lora: LoraSettings | None = None
     seed: int = 0
@@ -67,6 +76,10 @@ class TrainConfig:
     tensorboard: bool = False
 
     def __post_init__(self) -> None:
+        own = {"advantage": "grpo", "drop_zero_variance": True, **ALGO_DEFAULTS.get(self.algo, {})}
+        for name, value in own.items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
         if isinstance(self.lora, dict):
             self.lora = _build(LoraSettings, self.lora, "lora")
         if not self.run_name:
@@ -77,9 +90,13 @@ class TrainConfig:
         self.validate()
 
     def validate(self) -> None:
+        if self.algo in RENAMED:
+            raise ConfigError(f"algo: {RENAMED[self.algo]}")
         _choice("algo", self.algo, ALGOS)
         _choice("advantage", self.advantage, ADVANTAGES)
         _choice("precision", self.precision, PRECISIONS)
+        _choice("dtype", self.dtype, DTYPES)
+        _choice("on_mismatch", self.on_mismatch, ON_MISMATCH)
         for name in ("micro_batch_size", "grad_accumulation", "epochs", "min_group_size", "log_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -92,9 +109,18 @@ class TrainConfig:
         if not isinstance(self.loss, dict):
             raise ConfigError("loss must be a table of compute_policy_loss options")
         try:
-            resolve(self.algo, **self.loss)
+            resolve(self.algo, **self.loss_options())
         except (LossConfigError, TypeError) as exc:
             raise ConfigError(f"loss: {exc}") from exc
+
+    def loss_options(self, longest_model_span: int | None = None) -> dict[str, Any]:
+        """`loss` plus what the algo needs and the config implies: Dr.GRPO's constant `max_length` is
+        `loss.max_length`, else `max_length`, else the data's longest model-token span (fixed per run)."""
+        options = dict(self.loss)
+        aggregation = options.get("aggregation", LOSSES[self.algo].defaults.get("aggregation"))
+        if aggregation == "fixed-length" and "max_length" not in options:
+            options["max_length"] = self.max_length or longest_model_span or 1
+        return options
 
     @property
     def batch_size(self) -> int:

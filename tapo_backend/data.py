@@ -8,7 +8,10 @@ Either way the environment parts (system, user, tool messages, template glue) ar
 and every rendered prefix must be a prefix of the next rendering, else the template is not append-only
 and the tokens would not be what the model saw. Only assistant tokens get mask 1; reward = evaluation.score.
 
-Token lists are position-aligned: `behaviour_logprobs[t]` is log mu(input_ids[t] | input_ids[:t]).
+Token lists are position-aligned: `behaviour_logprobs[t]` is log mu(input_ids[t] | input_ids[:t]); a
+model token whose turn was logged without log-probs holds NaN there (the trainer fills in the model's),
+so one turn without them does not discard the others. See `tapo_backend.logged` for how logged ids
+are checked against the stored text (`on_mismatch`), the stop token, and the recorded sampling settings.
 """
 
 from __future__ import annotations
@@ -23,12 +26,19 @@ from typing import Any
 
 import torch
 
-from recreate.experience.schema import EXAMPLE_NAME, SchemaError, Trajectory, load_trajectory
+from recreate.experience.schema import SchemaError, Trajectory, load_trajectory
 from tapo_backend.advantages import group_advantages
-
-
-class DataError(ValueError):
-    """Input the user can fix (missing path, no usable trajectories, a template that is not append-only)."""
+from tapo_backend.logged import (
+    ON_MISMATCH,
+    UNLOGGED,
+    DataError,
+    Sampling,
+    logged_or_model,
+    logged_turns,
+    model_turn,
+    read_turn,
+    warn_about_logs,
+)
 
 
 class TemplateError(DataError):
@@ -48,15 +58,25 @@ class Example:
     reward: float
     input_ids: list[int]
     mask: list[int]  # 1 = token the model generated
-    behaviour_logprobs: list[float] | None  # None = not logged: computed by the model before training
+    behaviour_logprobs: list[float] | None  # None = none logged; NaN = this token's turn was not logged
     token_in_token_out: bool
     advantage: float = 0.0
+    temperature: float | None = None  # the recorded sampling temperature (None: the config's)
+    mismatched_turns: int = 0  # logged turns whose ids do not decode to the stored text (trusted)
+    raw_logprobs_under_sampling: bool = False  # logged log-probs are raw logits' under T/top-p/bias
     iteration_logprobs: list[float] | None = None  # the model's, taken by the trainer at each iteration start
     ref_logprobs: list[float] | None = None  # the initial model's, taken by the trainer when a KL term is set
 
     @property
     def model_tokens(self) -> int:
         return sum(self.mask)
+
+    @property
+    def needs_model_logprobs(self) -> bool:
+        """Some model token has no logged behaviour log-prob: the trainer computes them."""
+        if self.behaviour_logprobs is None:
+            return True
+        return any(m and math.isnan(lp) for m, lp in zip(self.mask, self.behaviour_logprobs, strict=True))
 
 
 @dataclass
@@ -82,6 +102,11 @@ class Dataset:
             "reward_std": math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards)) if rewards else 0.0,
             "token_in_token_out": sum(e.token_in_token_out for e in self.examples),
             "logged_logprobs": sum(e.behaviour_logprobs is not None for e in self.examples),
+            "partly_logged_logprobs": sum(
+                e.behaviour_logprobs is not None and e.needs_model_logprobs for e in self.examples
+            ),
+            "token_text_mismatches": sum(e.mismatched_turns for e in self.examples),
+            "raw_logprobs_under_sampling": sum(e.raw_logprobs_under_sampling for e in self.examples),
             "dropped_groups": dict(Counter(self.dropped_groups.values())),
             "skipped": len(self.skipped),
         }
@@ -166,30 +191,6 @@ def _encode(tokenizer: Any, text: str) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
 
 
-def _logged_turns(traj: Trajectory) -> dict[int, tuple[list[int], list[float] | None]]:
-    """message index -> (token ids, logprobs) for the assistant turns the endpoint returned tokens for."""
-    steps = [s for s in traj.steps if s.token_ids]
-    if any(s.message_index is None for s in steps):
-        assistant = [i for i, m in enumerate(traj.messages) if _model_turn(m)]
-        if len(assistant) != len(steps):
-            raise DataError(
-                "steps carry token ids without message_index and do not pair with assistant turns"
-            )
-        indices = assistant
-    else:
-        indices = [s.message_index for s in steps]
-    turns = {}
-    for index, step in zip(indices, steps, strict=True):
-        if not 0 <= index < len(traj.messages) or traj.messages[index].get("role") != "assistant":
-            raise DataError(f"step {step.index}: message_index {index} is not an assistant message")
-        if step.logprobs is not None and len(step.logprobs) != len(step.token_ids):
-            raise DataError(
-                f"step {step.index}: {len(step.token_ids)} token ids but {len(step.logprobs)} logprobs"
-            )
-        turns[index] = (list(step.token_ids), step.logprobs)
-    return turns
-
-
 def _not_append_only(index: int, role: str) -> TemplateError:
     return TemplateError(
         f"the chat template is not append-only: rendering the conversation up to message {index} ({role}) "
@@ -198,16 +199,24 @@ def _not_append_only(index: int, role: str) -> TemplateError:
     )
 
 
-def tokenize_trajectory(traj: Trajectory, tokenizer: Any, max_length: int | None = None) -> Example:
-    """Token ids, model-token mask and behaviour log-probs for one trajectory (DataError if impossible)."""
+def tokenize_trajectory(
+    traj: Trajectory, tokenizer: Any, max_length: int | None = None, on_mismatch: str = "trust"
+) -> Example:
+    """Token ids, model-token mask and behaviour log-probs for one trajectory (DataError if impossible).
+
+    `on_mismatch` (trust, drop, retokenize): what to do with logged ids that do not decode to the
+    stored message text (see `tapo_backend.logged`); `drop` raises DataError.
+    """
+    if on_mismatch not in ON_MISMATCH:
+        raise DataError(f"on_mismatch must be one of {', '.join(ON_MISMATCH)}; got {on_mismatch!r}")
     messages = traj.messages
-    if not any(_model_turn(m) for m in messages):
+    if not any(model_turn(m) for m in messages):
         raise DataError("no assistant messages")
-    logged = _logged_turns(traj)
+    logged = logged_turns(traj)
     ids: list[int] = []
     mask: list[int] = []
     logprobs: list[float] = []
-    all_logged = True
+    mismatched = 0
     rendered = ""  # text covered by `ids` so far
 
     def append(text_ids: list[int], is_model: bool, lps: list[float] | None = None) -> None:
@@ -216,7 +225,7 @@ def tokenize_trajectory(traj: Trajectory, tokenizer: Any, max_length: int | None
         logprobs.extend(lps if lps is not None else [0.0] * len(text_ids))
 
     for i, message in enumerate(messages):
-        if not _model_turn(message):  # worked examples shown to the model are context, like the prompt
+        if not model_turn(message):  # worked examples shown to the model are context, like the prompt
             continue
         context = _render(tokenizer, messages[:i], generation_prompt=True)
         full = _render(tokenizer, messages[: i + 1], generation_prompt=False)
@@ -224,18 +233,22 @@ def tokenize_trajectory(traj: Trajectory, tokenizer: Any, max_length: int | None
             raise _not_append_only(i, "assistant")
         append(_encode(tokenizer, context[len(rendered) :]), False)
         turn_text = full[len(context) :]
+        turn = None
         if i in logged:
-            turn_ids, turn_lps = logged[i]
-            decoded = tokenizer.decode(turn_ids, skip_special_tokens=False)
-            # what the template adds after the generated tokens (end-of-turn glue) is environment text
-            tail = turn_text[len(decoded) :] if turn_text.startswith(decoded) else _trailing_space(turn_text)
-            all_logged &= turn_lps is not None
-            append(turn_ids, True, turn_lps)
+            turn = read_turn(tokenizer, turn_text, *logged[i], on_mismatch, lambda t: _encode(tokenizer, t))
+            if turn is not None and turn.mismatch and on_mismatch == "drop":
+                raise DataError(f"message {i}: the logged token ids do not decode to the stored text")
+        if turn is not None:
+            mismatched += turn.mismatch
+            append(turn.ids, True, turn.logprobs)
+            tail = turn.tail  # what the template adds after the generated tokens is environment text
         else:
             body = turn_text[: len(turn_text) - len(_trailing_space(turn_text))]
             tail = turn_text[len(body) :]
-            all_logged = False
+            mismatched += i in logged  # retokenized
+            ids_before = len(ids)
             append(_encode(tokenizer, body), True)
+            logprobs[ids_before:] = [UNLOGGED] * (len(ids) - ids_before)
         append(_encode(tokenizer, tail), False)
         rendered = full
     if max_length is not None and len(ids) > max_length:
@@ -244,19 +257,20 @@ def tokenize_trajectory(traj: Trajectory, tokenizer: Any, max_length: int | None
         mask[0] = 0  # the first token has no context to be scored under
     if not any(mask):
         raise DataError("no model tokens left (all beyond max_length)")
+    any_logged = any(m and not math.isnan(lp) for m, lp in zip(mask, logprobs, strict=True))
+    sampling = Sampling.of(traj)
     return Example(
         trajectory_id=traj.trajectory_id,
         group=traj.task_id,
         reward=float(traj.evaluation.score) if traj.evaluation else 0.0,
         input_ids=ids,
         mask=mask,
-        behaviour_logprobs=logprobs if all_logged else None,
+        behaviour_logprobs=logprobs if any_logged else None,
         token_in_token_out=bool(logged),
+        temperature=sampling.temperature,
+        mismatched_turns=mismatched if on_mismatch == "trust" else 0,
+        raw_logprobs_under_sampling=any_logged and sampling.non_trivial and not sampling.processed_logprobs,
     )
-
-
-def _model_turn(message: dict[str, Any]) -> bool:
-    return message.get("role") == "assistant" and message.get("name") != EXAMPLE_NAME
 
 
 def _trailing_space(text: str) -> str:
@@ -274,17 +288,27 @@ def build_dataset(
     min_group_size: int = 2,
     drop_zero_variance: bool = True,
     max_length: int | None = None,
+    on_mismatch: str = "trust",
 ) -> Dataset:
-    """Load, tokenise, group by task, filter groups, attach advantages. Bad files are skipped, not fatal."""
+    """Load, tokenise, group by task, filter groups, attach advantages. Bad files are skipped, not fatal.
+
+    Warns (UserWarning) when logged ids do not decode to their text, and when logged log-probs are raw
+    ones under non-trivial sampling (they are then not the sampling distribution's).
+    """
+    if on_mismatch not in ON_MISMATCH:
+        raise DataError(f"--on-mismatch must be one of {', '.join(ON_MISMATCH)}; got {on_mismatch!r}")
     trajectories, skipped = load_trajectories(source)
     examples: list[Example] = []
     for traj in trajectories:
         try:
-            examples.append(tokenize_trajectory(traj, tokenizer, max_length=max_length))
+            examples.append(
+                tokenize_trajectory(traj, tokenizer, max_length=max_length, on_mismatch=on_mismatch)
+            )
         except TemplateError:
             raise
         except DataError as exc:
             skipped.append(Skipped(traj.trajectory_id, str(exc)))
+    warn_about_logs(examples, skipped, on_mismatch)
     groups: dict[str, list[Example]] = defaultdict(list)
     for example in examples:
         groups[example.group].append(example)
@@ -347,12 +371,9 @@ def collate(examples: list[Example], pad_id: int, recompute_old: bool = False) -
     width = input_ids.shape[1]
     old = []
     for e in examples:
-        values = (
-            e.iteration_logprobs if recompute_old or e.behaviour_logprobs is None else e.behaviour_logprobs
-        )
-        if values is None:
+        if (recompute_old or e.needs_model_logprobs) and e.iteration_logprobs is None:
             raise ValueError(f"{e.trajectory_id}: behaviour log-probs were neither logged nor computed")
-        old.append(values)
+        old.append(e.iteration_logprobs if recompute_old else logged_or_model(e))
     logged = recompute_old and all(e.behaviour_logprobs is not None for e in examples)
     has_ref = all(e.ref_logprobs is not None for e in examples)
     return Batch(
@@ -360,7 +381,7 @@ def collate(examples: list[Example], pad_id: int, recompute_old: bool = False) -
         attention_mask=attention_mask,
         mask=_shifted([e.mask for e in examples], width),
         old_logprobs=_shifted(old, width),
-        behavior_logprobs=_shifted([e.behaviour_logprobs for e in examples], width) if logged else None,
+        behavior_logprobs=_shifted([logged_or_model(e) for e in examples], width) if logged else None,
         ref_logprobs=_shifted([e.ref_logprobs for e in examples], width) if has_ref else None,
         advantages=torch.tensor([e.advantage for e in examples], dtype=torch.float32),
     )

@@ -53,12 +53,18 @@ def survival_reward(correct: Tensor) -> Tensor:
 def estimator_bias_variance(
     horizon: int, vocab: int = 2, mismatch: float = 0.3, seed: int = 0, batch: int = 64
 ) -> dict[str, dict[str, float]]:
-    """Exact relative bias, variance and batch-MSE of each E1 estimator of ∇J(π) from samples of μ.
+    """Exact relative bias, variance and batch-MSE of each E1 estimator from samples of μ.
 
     Estimators of the gradient w.r.t. the table θ_π, from one sequence y ~ μ with return R(y):
     token Σ_t r_t R ∇log π_t; cumulative Σ_t (Π_{j<=t} r_j) R ∇log π_t; geo-mean
     Σ_t exp(mean_{j<t} log r_j) r_t R ∇log π_t; gspo Σ_t exp(mean_j log r_j) R ∇log π_t; sequence
-    (Π_j r_j) R Σ_t ∇log π_t (ordinary importance sampling: unbiased). Values are relative to ‖∇J‖².
+    (Π_j r_j) R Σ_t ∇log π_t (ordinary importance sampling: unbiased for ∇J).
+
+    Bias is measured against g* = Σ_t E_{y≤t ~ π, y>t ~ μ}[R ∇log π_t] (the first t tokens from π,
+    the rest from μ): the target a per-token surrogate whose later tokens are still sampled by μ
+    estimates, and the one the cumulative-prefix estimator is exactly unbiased for; g* = ∇J on-policy.
+    g* is computed here from those mixed-policy probabilities, independently of the estimators.
+    `rel_bias` is ‖E ĝ − g*‖/‖g*‖; `rel_bias_grad_j` the same against ∇J. Variances are relative to ‖g*‖².
     """
     gen = torch.Generator().manual_seed(seed)
     theta_pi = torch.randn(horizon, vocab + 1, vocab, generator=gen, dtype=torch.float64)
@@ -77,7 +83,10 @@ def estimator_bias_variance(
     scores.scatter_(2, row[..., None, None].expand(n, horizon, 1, vocab), score_rows.unsqueeze(2))
     scores = scores.flatten(2)  # [N, H, D]
     p_pi, p_mu = lp_pi.sum(1).exp(), lp_mu.sum(1).exp()
-    true_grad = (p_pi[:, None] * reward[:, None] * scores.sum(1)).sum(0)
+    grad_j = (p_pi[:, None] * reward[:, None] * scores.sum(1)).sum(0)
+    # P(y) with tokens 1..t from π and t+1..H from μ, for every t: [N, H]
+    mixed = (torch.cumsum(lp_pi, 1) + lp_mu.sum(1, keepdim=True) - torch.cumsum(lp_mu, 1)).exp()
+    g_star = ((mixed * reward[:, None]).unsqueeze(-1) * scores).sum(dim=(0, 1))
     log_r = lp_pi - lp_mu
     before = torch.cumsum(log_r, 1) - log_r
     weights = {
@@ -87,23 +96,24 @@ def estimator_bias_variance(
         "gspo": log_r.mean(1, keepdim=True).exp().expand(n, horizon),
         "sequence": log_r.sum(1, keepdim=True).exp().expand(n, horizon),
     }
-    scale = float(true_grad.pow(2).sum())
+    scale = float(g_star.pow(2).sum())
     out: dict[str, dict[str, float]] = {}
     for name, w in weights.items():
         per_sample = ((w * reward[:, None]).unsqueeze(-1) * scores).sum(1)  # [N, D]
         mean = (p_mu[:, None] * per_sample).sum(0)
-        bias2 = float((mean - true_grad).pow(2).sum()) / scale
+        bias2 = float((mean - g_star).pow(2).sum()) / scale
         var = float((p_mu * (per_sample - mean).pow(2).sum(1)).sum()) / scale
-        cos = float(torch.nn.functional.cosine_similarity(mean, true_grad, dim=0))
         out[name] = {
             "rel_bias": math.sqrt(bias2),
+            "rel_bias_grad_j": float((mean - grad_j).norm() / grad_j.norm()),
             "rel_var": var,
             "rel_mse_batch": bias2 + var / batch,
-            "cosine": cos,
+            "cosine": float(torch.nn.functional.cosine_similarity(mean, g_star, dim=0)),
         }
     out["_meta"] = {
         "kl_mu_pi_per_token": float((p_mu[:, None] * (lp_mu - lp_pi)).sum(0).mean()),
         "grad_norm": math.sqrt(scale),
+        "g_star_vs_grad_j": float((g_star - grad_j).norm() / grad_j.norm()),
     }
     return out
 
@@ -248,7 +258,7 @@ def stale_replay(loss_name: str, cfg: StaleReplayConfig, base_seed: int = 0) -> 
     s_idx, t_idx = torch.arange(cfg.seeds)[:, None, None], torch.arange(cfg.horizon)
     group_ids = (torch.arange(cfg.seeds)[:, None] * cfg.vocab + starts).flatten()
     history = [policy.table().detach()]
-    success, clip_frac, kl = [], [], []
+    success, clip_frac, kl, ratio_band = [], [], [], []
     loss_kwargs = dict(cfg.loss_config)
     if loss_name == "dr_grpo":
         loss_kwargs.setdefault("max_length", cfg.horizon)
@@ -271,22 +281,47 @@ def stale_replay(loss_name: str, cfg: StaleReplayConfig, base_seed: int = 0) -> 
             success.append(expected_success(table, targets))
         clip_frac.append(metrics["clip_frac"] + metrics["dual_clip_frac"])
         kl.append(metrics["kl_mu_pi"])
-    return {"success": torch.stack(success, dim=1), "clip_frac": clip_frac, "kl_mu_pi": kl}
+        ratio_band.append((metrics["ratio_q05"], metrics["ratio_q95"]))
+    return {
+        "success": torch.stack(success, dim=1),
+        "clip_frac": clip_frac,
+        "kl_mu_pi": kl,
+        "ratio_q05_q95": ratio_band,  # of the loss's ratio (GSPO: the sequence ratio of every token)
+    }
 
 
-def summarize_curves(success: Tensor, reach: float = 0.9, crash: float = 0.5) -> dict[str, float]:
-    """Final/best success, area under the curve, crash rate (fell below `crash` after reaching `reach`)."""
-    reached = success >= reach
-    first = torch.where(
-        reached.any(1), reached.float().argmax(1), torch.full_like(reached[:, 0], -1, dtype=torch.long)
-    )
-    after = torch.arange(success.shape[1])[None, :] > first[:, None]
-    crashed = (first >= 0) & ((success < crash) & after).any(1)
+def summarize_curves(success: Tensor, reach: float = 0.9, collapse: float = 0.5) -> dict[str, float]:
+    """Final/best success, area under the curve, and collapse measured from each run's own best.
+
+    `max_drop` is the largest fall below the best success seen so far (running max − current);
+    a run crashed when it fell below (1 − `collapse`) × its best-so-far at some update, whatever
+    that best was (a fall from 0.74 to 0.20 counts as much as one from 0.95 to 0.25).
+    """
+    best_so_far = torch.cummax(success, dim=1).values
+    drop = (best_so_far - success).max(1).values
+    crashed = (success < (1.0 - collapse) * best_so_far).any(1)
     return {
         "final": float(success[:, -1].mean()),
         "best": float(success.max(1).values.mean()),
         "auc": float(success.mean()),
-        "reached_0.9": float((first >= 0).double().mean()),
+        "max_drop": float(drop.mean()),
         "crash_rate": float(crashed.double().mean()),
+        f"reached_{reach}": float((success >= reach).any(1).double().mean()),
         "final_sd": float(success[:, -1].std()) if success.shape[0] > 1 else 0.0,
     }
+
+
+# Two-sided 95% Student t quantiles t_{0.975, df} for df = 1..30 (beyond: the normal 1.96).
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+        2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+        2.045, 2.042)  # fmt: skip
+
+
+def paired_effect(on: Tensor, off: Tensor) -> dict[str, float]:
+    """Mean of the per-seed differences `on − off` [S] and its 95% t confidence interval (paired)."""
+    diff = (on - off).to(torch.float64)
+    n = diff.numel()
+    mean = float(diff.mean())
+    quantile = T975[n - 2] if 2 <= n <= len(T975) + 1 else 1.96
+    half = quantile * float(diff.std()) / math.sqrt(n) if n > 1 else math.nan
+    return {"effect": mean, "ci_low": mean - half, "ci_high": mean + half, "seeds": n}

@@ -25,9 +25,13 @@ from accelerate.utils import set_seed
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from tapo_backend.config import ConfigError, TrainConfig
-from tapo_backend.data import DataError, Dataset, Example, build_dataset, collate, pad_ids
+from tapo_backend.data import DataError, Dataset, Example, build_dataset, collate
 from tapo_backend.hub import check_model_available
+from tapo_backend.logprobs import fill_logprobs, first_model_position, token_logprobs
 from tapo_backend.losses import compute_policy_loss, loss_normalizer
+
+__all__ = ["TrainResult", "accumulate_gradients", "fill_logprobs", "load_model", "token_logprobs", "train"]
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "auto": "auto"}
 
 
 @dataclass
@@ -55,7 +59,7 @@ def load_model(model: str, config: TrainConfig) -> torch.nn.Module:
     """An HF causal LM from a hub name or local directory, wrapped with LoRA when configured."""
     from transformers import AutoModelForCausalLM
 
-    policy = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
+    policy = AutoModelForCausalLM.from_pretrained(model, dtype=DTYPES[config.dtype])
     policy.config.use_cache = False
     if config.gradient_checkpointing:
         policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -76,66 +80,6 @@ def load_model(model: str, config: TrainConfig) -> torch.nn.Module:
     return policy
 
 
-def token_logprobs(
-    model: torch.nn.Module,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    start: int = 0,
-    temperature: float = 1.0,
-) -> torch.Tensor:
-    """[B, T-1] float32: log p(input_ids[:, t+1] | input_ids[:, :t+1]), 0 before position `start`,
-    with p = softmax(logits / temperature): the distribution the logged tokens were sampled from.
-
-    Logits are only made from `start` on (the shared prompt before the first model token needs none),
-    and the float32 log-softmax is taken one row at a time to bound the peak memory.
-    """
-    width = input_ids.shape[1]
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=width - start).logits
-    targets = input_ids[:, start + 1 :]
-    rows = []
-    for row_logits, row_targets in zip(logits[:, :-1], targets, strict=True):
-        row_logits = row_logits.float() / temperature
-        picked = row_logits.gather(-1, row_targets.unsqueeze(-1)).squeeze(-1)
-        rows.append(picked - torch.logsumexp(row_logits, dim=-1))
-    return torch.nn.functional.pad(torch.stack(rows), (start, 0))
-
-
-def first_model_position(mask: torch.Tensor) -> int:
-    """The first column of a [B, T-1] loss mask holding a model token in any row."""
-    columns = mask.any(dim=0).nonzero()
-    return int(columns[0]) if len(columns) else 0
-
-
-@torch.no_grad()
-def fill_logprobs(
-    accelerator: Accelerator,
-    model: torch.nn.Module,
-    examples: list[Example],
-    attr: str,
-    batch_size: int,
-    pad_id: int,
-    temperature: float = 1.0,
-) -> None:
-    """Set `example.<attr>` (position-aligned, like the logged ones) from the model as it is now."""
-    was_training = model.training
-    model.eval()
-    for offset in range(0, len(examples), batch_size):
-        chunk = examples[offset : offset + batch_size]
-        input_ids, attention_mask = pad_ids(chunk, pad_id)
-        start = min(e.mask.index(1) for e in chunk) - 1  # model tokens are scored from here on
-        with accelerator.autocast():
-            lps = token_logprobs(
-                model,
-                input_ids.to(accelerator.device),
-                attention_mask.to(accelerator.device),
-                start,
-                temperature,
-            )
-        for example, row in zip(chunk, lps.cpu().tolist(), strict=True):
-            setattr(example, attr, [0.0, *row[: len(example.input_ids) - 1]])
-    model.train(was_training)
-
-
 # -- one optimizer step ------------------------------------------------------------------------------
 
 
@@ -145,25 +89,30 @@ def accumulate_gradients(
     examples: list[Example],
     config: TrainConfig,
     pad_id: int,
+    loss_options: dict[str, Any] | None = None,
 ) -> dict[str, float]:
     """Forward/backward this process's share of one batch in micro-batches; returns loss metrics.
 
     The loss normaliser is counted over the whole batch (all processes), so the summed micro-batch
     gradients equal one full-batch gradient. DDP/FSDP average gradients over processes, hence the
-    `num_processes` factor. Metrics come back summed over processes (loss) or normaliser-weighted.
+    `num_processes` factor. Every process runs the same number of micro-batches (FSDP and ZeRO-3
+    gather parameters collectively in each forward/backward): one with a smaller share pads with
+    zero-weight micro-batches. Metrics come back summed over processes (loss) or normaliser-weighted.
+    `loss_options` defaults to `config.loss_options()` (the trainer passes the run's, fixed per run).
     """
-    loss_options = dict(config.loss)
+    loss_options = config.loss_options() if loss_options is None else loss_options
     normalizer = sum(
         loss_normalizer(config.algo, torch.tensor([e.mask[1:]], dtype=torch.float32), **loss_options)
         for e in examples
     )
-    mine = examples[accelerator.process_index :: accelerator.num_processes]
-    scale = float(accelerator.num_processes)
-    if not mine:  # every process must join the gradient all-reduce, even with nothing to add
-        mine, scale = examples[:1], 0.0
-    chunks = [mine[i : i + config.micro_batch_size] for i in range(0, len(mine), config.micro_batch_size)]
+    processes, size = accelerator.num_processes, config.micro_batch_size
+    mine = examples[accelerator.process_index :: processes]
+    calls = math.ceil(math.ceil(len(examples) / processes) / size)
+    chunks = [(mine[i * size : (i + 1) * size], float(processes)) for i in range(calls)]
+    # a process with nothing left still joins the collectives, with a zero-weight micro-batch
+    chunks = [(chunk, scale) if chunk else (examples[:1], 0.0) for chunk, scale in chunks]
     totals: dict[str, float] = {}
-    for index, chunk in enumerate(chunks):
+    for index, (chunk, scale) in enumerate(chunks):
         batch = collate(chunk, pad_id, config.recompute_old_logprobs).to(accelerator.device)
         extra = {"ref_logprobs": batch.ref_logprobs} if batch.ref_logprobs is not None else {}
         if batch.behavior_logprobs is not None:
@@ -171,7 +120,8 @@ def accumulate_gradients(
         last = index == len(chunks) - 1
         with nullcontext() if last else accelerator.no_sync(model), accelerator.autocast():
             start = first_model_position(batch.mask)
-            logprobs = token_logprobs(model, batch.input_ids, batch.attention_mask, start, config.temperature)
+            temps = torch.tensor([e.temperature or config.temperature for e in chunk])
+            logprobs = token_logprobs(model, batch.input_ids, batch.attention_mask, start, temps)
             loss, metrics = compute_policy_loss(
                 config.algo,
                 logprobs,
@@ -189,7 +139,7 @@ def accumulate_gradients(
             if key != "normalizer" and isinstance(value, int | float):
                 # loss is already normalised globally (it adds up); other metrics are local means
                 totals[key] = totals.get(key, 0.0) + (value * (scale > 0) if key == "loss" else value * share)
-    if accelerator.num_processes > 1:
+    if processes > 1:
         keys = sorted(totals)
         summed = accelerator.reduce(torch.tensor([totals[k] for k in keys], device=accelerator.device), "sum")
         totals = dict(zip(keys, summed.tolist(), strict=True))
@@ -257,11 +207,13 @@ def train(
             min_group_size=config.min_group_size,
             drop_zero_variance=config.drop_zero_variance,
             max_length=config.max_length,
+            on_mismatch=config.on_mismatch,
         )
     examples = dataset.examples
     if not examples:
         raise DataError(f"no trainable trajectories in {logs}: {dataset.summary()}")
 
+    loss_options = config.loss_options(max(e.model_tokens for e in examples))
     policy = load_model(model, config)
     trainable = [p for p in policy.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=config.weight_decay)
@@ -310,9 +262,7 @@ def train(
             if step >= total_steps:
                 break
             if step == first:  # a new iteration: behaviour log-probs the logs lack come from the model now
-                missing = [
-                    e for e in examples if e.behaviour_logprobs is None or config.recompute_old_logprobs
-                ]
+                missing = [e for e in examples if e.needs_model_logprobs or config.recompute_old_logprobs]
                 fill_logprobs(
                     accelerator,
                     policy,
@@ -329,7 +279,7 @@ def train(
                     break
                 batch = [examples[i] for i in order[index * batch_size : (index + 1) * batch_size]]
                 started = time.perf_counter()
-                metrics = accumulate_gradients(accelerator, policy, batch, config, pad_id)
+                metrics = accumulate_gradients(accelerator, policy, batch, config, pad_id, loss_options)
                 max_norm = config.max_grad_norm if config.max_grad_norm is not None else math.inf
                 grad_norm = accelerator.clip_grad_norm_(policy.parameters(), max_norm)
                 lr = scheduler.get_last_lr()[0]  # the rate this step uses
@@ -362,9 +312,10 @@ def train(
         save_checkpoint(accelerator, output_dir, step, examples)
 
     final_dir = output_dir / "final"
+    state_dict = accelerator.get_state_dict(policy)  # a collective under FSDP/ZeRO-3: every process calls it
     if accelerator.is_main_process:
         unwrapped = accelerator.unwrap_model(policy)
-        unwrapped.save_pretrained(str(final_dir), state_dict=accelerator.get_state_dict(policy))
+        unwrapped.save_pretrained(str(final_dir), state_dict=state_dict)
         tokenizer.save_pretrained(str(final_dir))
     if writer is not None:
         writer.close()

@@ -20,7 +20,7 @@ def finetune_command(
     evaluator: str = typer.Option(None, "--evaluator", help="jsonl domain: evaluator command."),
     scaffold: Path = typer.Option(None, "--scaffold", help="Scaffold to evaluate with (default: the run's)."),
     versions: str = typer.Option(None, "--versions", help="Only logs of these scaffold versions (v1,v2)."),
-    algo: str = typer.Option("tapo", "--algo", help="grpo, dapo, dr_grpo, gspo, gspo_token, ctpo or tapo."),
+    algo: str = typer.Option("tapo", "--algo", help="tapo, grpo, dapo, dr_grpo, gspo, gspo_token, cumprod."),
     steps: int = typer.Option(20, "--steps", min=1, help="Optimizer steps."),
     lr: float = typer.Option(2e-5, "--lr"),
     lora_r: int = typer.Option(16, "--lora-r", min=1),

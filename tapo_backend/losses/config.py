@@ -29,9 +29,11 @@ class LossConfig:
     clip_low, clip_high: ε_lo, ε_hi of the window [log(1-ε_lo)·g, log(1+ε_hi)·g] on the log-ratio.
     clip_ratio_c: dual-clip constant c (>1) bounding the loss of tokens with Â<0 at -Â·c; None = off.
     aggregation: how per-token losses become one number (see `core.aggregation_weights`);
-        `fixed-length` (Dr.GRPO) divides each sequence's token sum by `max_length`.
+        `fixed-length` (Dr.GRPO) divides the token sum by B × `max_length`, B the sequences of the whole
+        batch (all micro-batches and processes; the trainer keeps zero-advantage groups in it, as TRL).
     state_correction: estimate σ_t of the log state-distribution ratio from the earlier model tokens
-        j<t: `geo` mean, `cum` sum, `pow` sum / n_{<t}^state_power, `min` smallest, `none` zero.
+        j<t: `geo` mean, `cum` sum, `pow` sum / n_{<t}^state_power, `min` min(0, smallest) (it only
+        ever down-weights), `none` zero.
     clip_schedule, clip_exponent, length_ref: the window scale g = (n_{<t}+1)^p (`position`),
         (L/L_ref)^p with L the sequence's model-token count (`length`), or 1 (`none`); p=0 gives g=1.
     kl_coef, kl_estimator: per-token KL penalty to `ref_logprobs` (k1 = log π - log ref,
@@ -89,7 +91,7 @@ class PolicyLoss:
     """A named loss: which ratio it uses and its default settings.
 
     ratio `state`: log r̃_t = sg(σ_t) + (log π - log μ)_t, gradient only through token t (grpo/dapo/
-        dr_grpo have σ=0; tapo and ctpo differ only in σ and the clip schedule).
+        dr_grpo have σ=0; tapo and cumprod differ only in σ and the clip schedule).
     ratio `sequence`: GSPO's s_i = exp(mean_t (log π - log μ)) for every token, gradient through all.
     ratio `sequence-token`: GSPO-token, sg(s_i)·π_t/sg(π_t): value s_i, gradient through token t.
     """
@@ -146,7 +148,7 @@ LOSSES: dict[str, PolicyLoss] = {
             "GSPO-token: sequence ratio value, per-token gradient",
         ),
         PolicyLoss(
-            "ctpo",
+            "cumprod",
             "state",
             dict(clip_high=0.28, state_correction="cum", clip_schedule="position", clip_exponent=0.5),
             "cumulative prefix ratio prod_{j<=t} r_j, log clip scaled by sqrt(position)",
@@ -167,8 +169,17 @@ LOSSES: dict[str, PolicyLoss] = {
 }
 
 
+# Names that left the registry, with why: a config naming one fails with this line, not "unknown".
+RENAMED = {
+    "ctpo": "'ctpo' is now 'cumprod': it is the cumulative prefix ratio with a sqrt(position) log "
+    "window, not CTPO-LA's window and position-scaled dual clip as its paper defines them",
+}
+
+
 def resolve(name: str, **overrides: Any) -> tuple[PolicyLoss, LossConfig]:
     """The registry entry for `name` and its config with `overrides` applied (validated)."""
+    if name in RENAMED:
+        raise LossConfigError(RENAMED[name])
     if name not in LOSSES:
         raise LossConfigError(f"unknown loss {name!r}; valid: {', '.join(LOSSES)}")
     loss = LOSSES[name]

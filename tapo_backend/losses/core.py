@@ -121,7 +121,10 @@ def aggregation_weights(m: Tensor, cfg: LossConfig, dtype: torch.dtype) -> tuple
 
 
 def state_correction(delta: Tensor, m: Tensor, mode: str, power: float = 0.5) -> Tensor:
-    """σ_t from the log-ratios of earlier model tokens j<t (m_j=1); 0 where there are none. No grad."""
+    """σ_t from the log-ratios of earlier model tokens j<t (m_j=1); 0 where there are none. No grad.
+
+    `min` is min(0, min_{j<t} δ_j): a pessimistic estimate that only ever lowers the weight.
+    """
     delta = torch.where(m, delta.detach(), torch.zeros_like(delta))
     if mode == "none":
         return torch.zeros_like(delta)
@@ -136,7 +139,7 @@ def state_correction(delta: Tensor, m: Tensor, mode: str, power: float = 0.5) ->
     inf = torch.full_like(delta, float("inf"))
     running_min = torch.cummin(torch.where(m, delta, inf), dim=1).values
     shifted = torch.cat([inf[:, :1], running_min[:, :-1]], dim=1)
-    return torch.where(torch.isinf(shifted), torch.zeros_like(delta), shifted)
+    return torch.where(torch.isinf(shifted), torch.zeros_like(delta), shifted).clamp(max=0.0)
 
 
 def _log_ratio(

@@ -49,12 +49,27 @@ def test_dry_run_prints_the_dataset_summary(
     assert not (recreate_home / "tapo").exists()  # a dry run writes nothing
 
 
+def test_dr_grpo_and_on_mismatch_from_the_command_line(
+    monkeypatch, capsys, recreate_home, tiny_model_dir, write_logs
+) -> None:
+    logs = write_logs(tasks=2, per_answer=1)
+    code, out, err = run_tapo(
+        monkeypatch, capsys, "train", "--logs", str(logs), "--model", str(tiny_model_dir),
+        "--algo", "dr_grpo", "--on-mismatch", "drop", "--dtype", "bf16", "--dry-run",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "ids ≠ text (turns)" in out and "raw logprobs under sampling" in out
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--logs", "missing-dir"], "no such file or directory: missing-dir"),
         (["--algo", "ppo"], "algo must be one of"),
         (["--lr", "-1"], "lr must be > 0"),
+        (["--on-mismatch", "ignore"], "on_mismatch must be one of trust, drop, retokenize"),
+        (["--dtype", "int8"], "dtype must be one of"),
+        (["--algo", "ctpo"], "'ctpo' is now 'cumprod'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -154,7 +169,8 @@ def test_config_files_toml_and_yaml(tmp_path: Path) -> None:
         ("algo = 'tapo'\nlearning_rate = 1\n", "unknown config key(s) learning_rate; known: "),
         ("[lora]\nrank = 4\n", "unknown lora key(s) rank"),
         ("[loss]\nclip_lo = 0.1\n", "unknown loss config key(s) clip_lo"),
-        ("algo = 'dr_grpo'\n", "fixed-length' needs a positive max_length"),
+        # dr_grpo alone takes its max_length from the data; an explicit bad one is still an error
+        ("algo = 'dr_grpo'\n[loss]\nmax_length = 0\n", "fixed-length' needs a positive max_length"),
         ("precision = 'fp16'\n", "precision must be one of fp32, bf16"),
         ("algo = [", "malformed TOML"),
     ],

@@ -208,7 +208,7 @@ def test_zero_gradient_in_clipped_regions():
     adv = torch.tensor([1.0, -1.0, -1.0, 1.0, -1.0], dtype=F64)
     old = torch.zeros_like(log_r)
     mask = torch.ones_like(log_r, dtype=torch.bool)
-    for name in ("grpo", "dapo", "tapo", "ctpo"):
+    for name in ("grpo", "dapo", "tapo", "cumprod"):
         _, grad, metrics = loss_and_grad(name, old + log_r, old, adv, mask, clip_ratio_c=3.0)
         assert grad[:3].abs().max() == 0, name
         assert torch.all(grad[3:] != 0), name
@@ -241,7 +241,7 @@ def test_state_correction_modes_by_hand():
         "geo": [0.0, 0.2, 0.2, -0.1, -0.1 / 3],
         "cum": [0.0, 0.2, 0.2, -0.2, -0.1],
         "pow": [0.0, 0.2, 0.2, -0.2 / 2**0.5, -0.1 / 3**0.5],
-        "min": [0.0, 0.2, 0.2, -0.4, -0.4],
+        "min": [0.0, 0.0, 0.0, -0.4, -0.4],  # min(0, ·): a positive history never raises the weight
         "none": [0.0] * 5,
     }
     for mode, values in expect.items():

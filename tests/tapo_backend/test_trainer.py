@@ -77,7 +77,13 @@ def _perturbed_batch(tiny_model_dir, tokenizer, write_logs, accelerator):
 
 @pytest.mark.parametrize(
     ("algo", "loss"),
-    [("tapo", {}), ("grpo", {}), ("dr_grpo", {"max_length": 64}), ("gspo", {}), ("ctpo", {"kl_coef": 0.0})],
+    [
+        ("tapo", {}),
+        ("grpo", {}),
+        ("dr_grpo", {"max_length": 64}),
+        ("gspo", {}),
+        ("cumprod", {"kl_coef": 0.0}),
+    ],
 )
 def test_micro_batching_does_not_change_the_gradient(algo, loss, tiny_model_dir, tokenizer, write_logs):
     accelerator = Accelerator()
@@ -179,63 +185,85 @@ def test_bf16_checkpointing_and_kl_stay_finite(tmp_path, tiny_model_dir, write_l
     assert all(math.isfinite(value) for r in records for value in r.values() if isinstance(value, float))
 
 
-@pytest.mark.slow
-def test_two_processes_under_accelerate_launch_match_one(tmp_path, tiny_model_dir, write_logs) -> None:
-    """DDP on CPU (gloo): half the batch per process, same global normaliser -> the same weights."""
+def _launch_two(
+    tmp_path: Path, logs: Path, model: Path, config: Path, name: str, *launch_options: str
+) -> Path:
+    """`accelerate launch` two CPU processes (gloo) of `tapo train`; returns the run's output dir."""
     import os
     import socket
     import subprocess
     import sys
 
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    launch = [
+        sys.executable, "-m", "accelerate.commands.launch", *launch_options, "--num_processes", "2",
+        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
+        str(port), "-m", "tapo_backend.cli", "train", "--logs", str(logs), "--model", str(model),
+        "--config", str(config), "--output-dir", str(tmp_path / name),
+    ]  # fmt: skip
+    env = {**os.environ, "ACCELERATE_USE_CPU": "true"}  # no GPU here: gloo on CPU
+    done = subprocess.run(launch, capture_output=True, text=True, timeout=600, check=False, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return tmp_path / name
+
+
+def _assert_same_run(single, two: Path) -> None:
+    one, other = _weights(single.final_dir), _weights(two / "final")
+    # AdamW's first steps divide by |g|: summation-order noise in near-zero gradients moves a weight by
+    # ~1e-5, while a wrong loss scale or normaliser moves every weight by ~lr = 1e-3
+    for name in one:
+        torch.testing.assert_close(other[name], one[name], rtol=0, atol=5e-5)
+    records = [json.loads(line) for line in (two / "metrics.jsonl").read_text().splitlines()]
+    single_records = [json.loads(line) for line in single.metrics_path.read_text().splitlines()]
+    assert len(records) == len(single_records)  # one line per step, from the main process only
+    assert [r["grad_norm"] for r in records] == pytest.approx(
+        [r["grad_norm"] for r in single_records], rel=1e-5
+    )
+
+
+@pytest.mark.slow
+def test_two_processes_under_accelerate_launch_match_one(tmp_path, tiny_model_dir, write_logs) -> None:
+    """DDP on CPU (gloo): half the batch per process, same global normaliser -> the same weights."""
     logs = write_logs(tasks=2, per_answer=2)
     settings = dict(epochs=2, lr=1e-3, grad_accumulation=2, warmup_steps=4)
     single = train(_config(tmp_path, "one", micro_batch_size=4, **settings), logs, str(tiny_model_dir))
     config = tmp_path / "two.toml"
     config.write_text("micro_batch_size = 2\ngrad_accumulation = 2\nepochs = 2\nlr = 1e-3\nwarmup_steps = 4")
+    two = _launch_two(tmp_path, logs, tiny_model_dir, config, "two", "--multi_gpu")
+    _assert_same_run(single, two)
+    assert len(single.metrics_path.read_text().splitlines()) == 2
+
+
+@pytest.mark.slow
+def test_two_processes_with_fsdp_sharding_and_an_uneven_batch_match_one(tmp_path, tiny_model_dir, write_logs):
+    """torch's fully_shard over gloo on CPU (accelerate itself falls back to DDP on CPU): a batch of 5
+    splits 3/2 across the ranks; both still make the same forward/backward calls (the short one pads
+    with a zero-weight micro-batch) and the sharded gradient equals the one-process gradient. With
+    unequal call counts the ranks' parameter all-gathers mismatch and the run hangs (timeout)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    logs = write_logs(tasks=3, per_answer=1)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    launch = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--multi_gpu",
-        "--num_processes",
-        "2",
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-        "--main_process_port",
-        str(port),
-        "-m",
-        "tapo_backend.cli",
-        "train",
-        "--logs",
-        str(logs),
-        "--model",
-        str(tiny_model_dir),
-        "--config",
-        str(config),
-        "--output-dir",
-        str(tmp_path / "two"),
-    ]
-    env = {**os.environ, "ACCELERATE_USE_CPU": "true"}  # no GPU here: gloo DDP on CPU
-    done = subprocess.run(launch, capture_output=True, text=True, timeout=600, check=False, env=env)
+    worker = Path(__file__).with_name("fsdp_worker.py")
+    out = tmp_path / "fsdp.json"
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port),
+        str(worker), str(tiny_model_dir), str(logs), str(out),
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path.cwd()), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240, check=False, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
-    one, two = _weights(single.final_dir), _weights(tmp_path / "two" / "final")
-    # AdamW's first steps divide by |g|: summation-order noise in near-zero gradients moves a weight by
-    # ~1e-5, while a wrong loss scale or normaliser moves every weight by ~lr = 1e-3
-    for name in one:
-        torch.testing.assert_close(two[name], one[name], rtol=0, atol=5e-5)
-    records = [json.loads(line) for line in (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()]
-    single_records = [json.loads(line) for line in single.metrics_path.read_text().splitlines()]
-    assert len(records) == len(single_records) == 2  # one line per step, from the main process only
-    assert [r["grad_norm"] for r in records] == pytest.approx(
-        [r["grad_norm"] for r in single_records], rel=1e-5
-    )
+    result = json.loads(out.read_text())
+    assert result["grad_scale"] > 0
+    assert result["grad_gap"] <= 1e-5 * result["grad_scale"]
+    assert result["logprob_gap"] < 1e-5
 
 
 def test_token_logprobs_score_the_tempered_distribution_the_logs_were_sampled_from(tiny_model_dir):
