@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from recreate.config import load_settings
 from recreate.domains.repo_env import ensure_env
 from recreate.domains.repo_eval import TestRun, run_tests, verdict
 from recreate.domains.repo_instance import DEFAULT_PYTEST, RepoEnvironment, RepoInstance, instance_row
@@ -155,7 +156,7 @@ class Builder:
             environment = RepoEnvironment(
                 install=(DEFAULT_PYTEST, *self.install), pythonpath=(import_folder(source),), pytest_args=PYTEST_ARGS
             )
-            env = ensure_env(environment, echo=self.echo)
+            env = ensure_env(environment, load_settings().home, echo=self.echo)
             repo = GitRepo(source)
             clean = repo.commit_all(f"{name} {version}")
             probe = stub(f"{name}-{version}", name, environment)

@@ -1,5 +1,6 @@
 """Test environments of repository instances: one venv per distinct requirement set, built from PyPI
-once by `recreate domain setup repo --data FILE` and cached under <RECREATE_HOME>/envs/<key>; sandboxes
+once by `recreate domain setup repo --data FILE` and cached under <RECREATE_HOME>/envs/<key> (or
+$RECREATE_REPO_ENVS/<key>); sandboxes
 bind it read-only at its own path (the venv names absolute paths). The repository itself is never
 installed in it: the tests import it from the workspace (`pythonpath`).
 """
@@ -26,6 +27,9 @@ class RepoEnvError(RuntimeError):
 
 
 def envs_root(home: str | Path | None = None) -> Path:
+    """RECREATE_REPO_ENVS, else <home>/envs (home: argument, RECREATE_HOME, or .recreate)."""
+    if os.environ.get("RECREATE_REPO_ENVS"):
+        return Path(os.environ["RECREATE_REPO_ENVS"]).expanduser().absolute()
     base = Path(home or os.environ.get("RECREATE_HOME") or ".recreate").expanduser()
     return (base / "envs").absolute()
 
