@@ -126,7 +126,7 @@ def setup_command(
     python: str | None = typer.Option(None, "--python", help="a Python 3.11 to base it on"),
     data: Path | None = typer.Option(None, "--data", help="repo: the instances whose environments to build"),
 ) -> None:
-    """Build a domain's evaluation environment (idempotent). ds1000 needs one; repo one per requirement set."""
+    """Build a domain's evaluation environment (idempotent): ds1000's, or a venv per repo requirement set."""
     from recreate.domains.ds1000_env import default_env_path, ensure_env
 
     domain_class(domain)
@@ -158,7 +158,8 @@ def build_command(
     """Make SWE-style instances from a package's sdist: inject bugs its own tests catch (repo only)."""
     domain_class(domain)
     if domain != "repo":
-        raise typer.BadParameter(f"domain {domain!r} has no task builder; only repo does", param_hint="DOMAIN")
+        raise typer.BadParameter(f"domain {domain!r} has no task builder; only repo has", param_hint="DOMAIN")
     from recreate.domains.repo_cli import build_repo
 
-    build_repo(source, out, n=n, seed=seed, model=model, sandbox=sandbox, install=tuple(install), timeout=timeout)
+    options = {"model": model, "sandbox": sandbox, "install": tuple(install), "timeout": timeout}
+    build_repo(source, out, n=n, seed=seed, **options)

@@ -24,7 +24,7 @@ BUILTIN_DOMAINS: dict[str, tuple[str, str, str]] = {
     "repo": (
         "recreate.domains.repo",
         "RepoDomain",
-        "fix a repository so its own tests pass (SWE-bench schema; built from PyPI sdists, or SWE-bench images)",
+        "fix a repository so its own tests pass (SWE-bench schema: built from PyPI sdists, or SWE-bench)",
     ),
     "jsonl": (
         "recreate.domains.jsonl_domain",

@@ -28,14 +28,14 @@ from recreate.sandbox.shell import DEFAULT_PATH
 BASE_TAR = ".recreate-base.tar"
 _GIT_ENV = {k: v for k, v in GIT_IDENTITY.items() if not k.startswith("GIT_CONFIG")}
 # A conftest.py that reports every test as passed: what restoring the test files must defeat.
-FORGED_CONFTEST = '''import pytest
+FORGED_CONFTEST = """import pytest
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     outcome.get_result().outcome = "passed"
-'''
+"""
 
 
 def reverse_patch(patch: str) -> str:
@@ -171,9 +171,19 @@ class RepoDomain(TaskFileDomain):
             tree = base_tree(instance.snapshot, instance.base_commit or "HEAD") if instance.snapshot else None
         except SnapshotError as exc:
             return zero(str(exc))
-        run = run_tests(sandbox, instance, env, tree, clean_patch(submission or ""), timeout=self.timeout, memory_mb=self.memory_mb)
+        run = run_tests(
+            sandbox,
+            instance,
+            env,
+            tree,
+            clean_patch(submission or ""),
+            timeout=self.timeout,
+            memory_mb=self.memory_mb,
+        )
         if run.error and env is not None:
-            run.error += unreadable_hint(env, "build it elsewhere: RECREATE_HOME=/opt/recreate recreate domain setup repo")
+            run.error += unreadable_hint(
+                env, "build it elsewhere: RECREATE_HOME=/opt/recreate recreate domain setup repo"
+            )
         return verdict(instance, run, self.timeout)
 
     def wrong_submissions(self, task: Task) -> list[str]:
@@ -185,13 +195,13 @@ class RepoDomain(TaskFileDomain):
 
     def describe(self) -> str:
         return (
-            "Repository tasks (SWE-style): each task is an issue in a real Python project; the workspace is the "
-            "repository at the issue's base state, a git repository with one commit. Fix the library code so the "
-            "project's own tests pass. A submission is a unified diff against that state: the output of "
-            "`git diff` (after `git add -A`, `git diff --cached` includes new files). Judging: in a fresh "
-            "sandbox without network the diff is applied to a clean copy, test files and pytest configuration "
-            "are put back as they were (changing tests never helps), and the failing tests (FAIL_TO_PASS) and "
-            "the tests that passed before (PASS_TO_PASS) run with pytest; score 1 only if all of them pass. "
-            "Feedback gives the pass counts, the failing tests with their assertion messages, and whether the "
-            "diff applied."
+            "Repository tasks (SWE-style): each task is an issue in a real Python project; the workspace "
+            "is the repository at the issue's base state, a git repository with one commit. Fix the library "
+            "code so the project's own tests pass. A submission is a unified diff against that state: the "
+            "output of `git diff` (after `git add -A`, `git diff --cached` includes new files). Judging: in "
+            "a fresh sandbox without network the diff is applied to a clean copy, test files and pytest "
+            "configuration are put back as they were (changing tests never helps), and the failing tests "
+            "(FAIL_TO_PASS) and the tests that passed before (PASS_TO_PASS) run with pytest; score 1 only if "
+            "all of them pass. Feedback gives the pass counts, the failing tests with their assertion "
+            "messages, and whether the diff applied."
         )

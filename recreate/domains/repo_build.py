@@ -86,7 +86,11 @@ def unpack(sdist: Path, into: Path) -> tuple[str, str, Path]:
 def import_folder(source: Path) -> str:
     """`src` for a src-layout project, else the root."""
     src = source / "src"
-    return "src" if src.is_dir() and any(p.is_dir() and (p / "__init__.py").exists() for p in src.iterdir()) else "."
+    return (
+        "src"
+        if src.is_dir() and any(p.is_dir() and (p / "__init__.py").exists() for p in src.iterdir())
+        else "."
+    )
 
 
 def stub(instance_id: str, name: str, environment: RepoEnvironment, **fields: object) -> RepoInstance:
@@ -111,10 +115,17 @@ class Builder:
         echo: Callable[[str], None] = print,
     ):
         self.sandbox, self.seed, self.install, self.timeout = sandbox, seed, install, timeout
-        self.max_failing_share, self.max_tries, self.chat, self.echo = max_failing_share, max_tries, chat, echo
+        self.max_failing_share, self.max_tries, self.chat, self.echo = (
+            max_failing_share,
+            max_tries,
+            chat,
+            echo,
+        )
 
     def run(self, instance: RepoInstance, env: Path, tree: bytes, trace: bool = False) -> TestRun:
-        run = run_tests(self.sandbox, instance, env, tree, "", timeout=self.timeout, test_files=[], trace=trace)
+        run = run_tests(
+            self.sandbox, instance, env, tree, "", timeout=self.timeout, test_files=[], trace=trace
+        )
         if run.error:
             raise BuildError(f"the test sandbox failed: {run.error}")
         return run
@@ -122,7 +133,9 @@ class Builder:
     def baseline(self, instance: RepoInstance, env: Path, tree: bytes) -> Suite:
         traced, plain = self.run(instance, env, tree, trace=True), self.run(instance, env, tree)
         outcomes = [(r.report or {}).get("tests", {}) for r in (traced, plain)]
-        passing = sorted(t for t, o in outcomes[0].items() if o == "passed" and outcomes[1].get(t) == "passed")
+        passing = sorted(
+            t for t, o in outcomes[0].items() if o == "passed" and outcomes[1].get(t) == "passed"
+        )
         if not passing:
             tail = (plain.report or {}).get("output_tail", "") or plain.stderr
             raise BuildError(f"no test of the suite passes in the sandbox; pytest said:\n{tail[-1500:]}")
@@ -136,7 +149,11 @@ class Builder:
         by_kind: dict[str, list[Mutation]] = defaultdict(list)
         for path in sorted(suite.covered):
             file = source / path
-            if path.endswith(".py") and file.is_file() and not re.search(r"(^|/)(tests?|testing)/|(^|/)test_|conftest", path):
+            if (
+                path.endswith(".py")
+                and file.is_file()
+                and not re.search(r"(^|/)(tests?|testing)/|(^|/)test_|conftest", path)
+            ):
                 for mutation in mutations(path, file.read_text(), suite.covered[path]):
                     by_kind[mutation.kind].append(mutation)
         rng = random.Random(self.seed)
@@ -154,7 +171,9 @@ class Builder:
             sdist = fetch_sdist(spec, Path(tmp) / "download")
             name, version, source = unpack(sdist, Path(tmp) / "src")
             environment = RepoEnvironment(
-                install=(DEFAULT_PYTEST, *self.install), pythonpath=(import_folder(source),), pytest_args=PYTEST_ARGS
+                install=(DEFAULT_PYTEST, *self.install),
+                pythonpath=(import_folder(source),),
+                pytest_args=PYTEST_ARGS,
             )
             env = ensure_env(environment, load_settings().home, echo=self.echo)
             repo = GitRepo(source)
@@ -200,15 +219,27 @@ class Builder:
             statement, how = template_statement(name, version, f2p, messages), {"statement": "template"}
             if self.chat is not None:
                 statement, how = llm_statement(self.chat, name, version, f2p, messages, patch)
-            origin = {"builder": "recreate", "seed": self.seed, "group": mutation.group(), "kind": mutation.kind, **how}
+            origin = {
+                "builder": "recreate",
+                "seed": self.seed,
+                "group": mutation.group(),
+                "kind": mutation.kind,
+                **how,
+            }
             instance = stub(
                 instance_id, name, environment, base_commit=commit, problem_statement=statement, patch=patch,
                 fail_to_pass=tuple(f2p), pass_to_pass=tuple(sorted(passing - set(f2p))),
                 split=plan.split_of(mutation.group()), group=mutation.group(), origin=origin,
             )  # fmt: skip
-            checked = verdict(instance, run_tests(self.sandbox, instance, env, repo.archive(commit), patch, timeout=self.timeout), self.timeout)
+            checked = verdict(
+                instance,
+                run_tests(self.sandbox, instance, env, repo.archive(commit), patch, timeout=self.timeout),
+                self.timeout,
+            )
             if not checked.passed:
-                self.echo(f"  dropped a mutation whose gold patch does not resolve it: {checked.feedback[:200]}")
+                self.echo(
+                    f"  dropped a mutation whose gold patch does not resolve it: {checked.feedback[:200]}"
+                )
                 continue
             repo.tag(instance_id, commit)
             used.add(mutation.group())

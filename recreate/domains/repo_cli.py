@@ -17,7 +17,9 @@ from recreate.domains.repo_instance import load_instances
 def setup_repo(data: Path | None, console: Console) -> None:
     """Build the venv of every distinct environment the instances in `data` name (cached)."""
     if data is None:
-        raise typer.BadParameter("repo builds the environments its instances name: pass --data FILE", param_hint="--data")
+        raise typer.BadParameter(
+            "repo builds the environments its instances name: pass --data FILE", param_hint="--data"
+        )
     try:
         instances = [i for path in jsonl_files(data) for i in load_instances(path)]
     except DomainDataError as exc:

@@ -1,8 +1,7 @@
 """Test environments of repository instances: one venv per distinct requirement set, built from PyPI
 once by `recreate domain setup repo --data FILE` and cached under <RECREATE_HOME>/envs/<key> (or
-$RECREATE_REPO_ENVS/<key>); sandboxes
-bind it read-only at its own path (the venv names absolute paths). The repository itself is never
-installed in it: the tests import it from the workspace (`pythonpath`).
+$RECREATE_REPO_ENVS/<key>); sandboxes bind it read-only at its own path (the venv names absolute
+paths). The repository itself is never installed in it: the tests import it from the workspace.
 """
 
 from __future__ import annotations

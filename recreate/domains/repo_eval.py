@@ -141,16 +141,17 @@ def verdict(instance: RepoInstance, run: TestRun, timeout: float) -> Evaluation:
         "pass_to_pass": f"{p2p - len(p2p_failing)}/{p2p}",
         "failing": (f2p_failing + p2p_failing)[:50],
     }
-    lines = [
-        f"FAIL_TO_PASS: {f2p - len(f2p_failing)}/{f2p} pass; PASS_TO_PASS: {p2p - len(p2p_failing)}/{p2p} pass"
-    ]
+    lines = [f"FAIL_TO_PASS: {details['fail_to_pass']} pass; PASS_TO_PASS: {details['pass_to_pass']} pass"]
     if report.get("restored"):
         lines.append(
             "the patch changed test files or test configuration, which were put back before the tests ran: "
             + ", ".join(report["restored"][:10])
         )
     if f2p_failing:
-        lines += ["tests that should pass after the fix but do not:", *_failure_lines(f2p_failing, outcomes, messages)]
+        lines += [
+            "tests that should pass after the fix but do not:",
+            *_failure_lines(f2p_failing, outcomes, messages),
+        ]
     if p2p_failing:
         lines += ["tests that passed before and now fail:", *_failure_lines(p2p_failing, outcomes, messages)]
     if report.get("collect_errors"):

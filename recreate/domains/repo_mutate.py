@@ -59,9 +59,9 @@ def _edits(node: ast.AST) -> Iterator[tuple[str, object]]:
         yield "swap_plus_minus", ast.Sub if isinstance(node.op, ast.Add) else ast.Add
     elif isinstance(node, ast.Call) and len(node.args) >= 2:
         first, second = node.args[:2]
-        if not isinstance(first, ast.Starred) and not isinstance(second, ast.Starred):
-            if ast.dump(first) != ast.dump(second):
-                yield "swap_arguments", None
+        plain = not isinstance(first, ast.Starred) and not isinstance(second, ast.Starred)
+        if plain and ast.dump(first) != ast.dump(second):
+            yield "swap_arguments", None
 
 
 def _apply(node: ast.AST, kind: str, change: object, parent: ast.AST) -> None:
@@ -105,7 +105,10 @@ def _offsets(lines: list[str], node: ast.AST) -> tuple[int, int]:
 def _statement_removal(lines: list[str], stmt: ast.stmt, block: list[ast.stmt]) -> str | None:
     """The file without `stmt` (`pass` if it was the block's only statement), when it has its lines alone."""
     first, last = lines[stmt.lineno - 1], lines[stmt.end_lineno - 1]  # type: ignore[index]
-    if first[: stmt.col_offset].strip() or last.encode()[stmt.end_col_offset :].decode(errors="ignore").strip():
+    if (
+        first[: stmt.col_offset].strip()
+        or last.encode()[stmt.end_col_offset :].decode(errors="ignore").strip()
+    ):
         return None
     replacement = [first[: stmt.col_offset] + "pass\n"] if len(block) == 1 else []
     return "".join(lines[: stmt.lineno - 1] + replacement + lines[stmt.end_lineno :])  # type: ignore[operator]
@@ -170,14 +173,20 @@ def mutations(path: str, source: str, covered: set[int]) -> list[Mutation]:
 
 
 def _is_docstring(node: ast.AST) -> bool:
-    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    )
 
 
 def _find(tree: ast.AST, position: int) -> ast.AST:
     return next(node for i, node in enumerate(ast.walk(tree)) if i == position)
 
 
-def _changed(tree: ast.Module, index: dict[int, int], node: ast.AST, kind: str, change: object, parent: ast.AST) -> ast.Module:
+def _changed(
+    tree: ast.Module, index: dict[int, int], node: ast.AST, kind: str, change: object, parent: ast.AST
+) -> ast.Module:
     """A copy of `tree` with the change made: what the edited text must parse to."""
     copied = copy.deepcopy(tree)
     nodes = list(ast.walk(copied))

@@ -112,4 +112,13 @@ class GitRepo:
 
     def bundle(self, out: Path) -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        git("-c", "pack.threads=1", "bundle", "create", "--quiet", str(out.absolute()), "--tags", cwd=self.path)
+        git(
+            "-c",
+            "pack.threads=1",
+            "bundle",
+            "create",
+            "--quiet",
+            str(out.absolute()),
+            "--tags",
+            cwd=self.path,
+        )

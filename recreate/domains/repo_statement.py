@@ -61,7 +61,9 @@ def llm_statement(
 ) -> tuple[str, dict[str, Any]]:
     """(statement, provenance): the model's issue text, or the template when it quoted the fix or failed."""
     fallback = template_statement(package, version, fail_to_pass, messages)
-    prompt = "\n".join([f"Library: {package} {version}", "Failing tests:", *failing_summary(fail_to_pass, messages)])
+    prompt = "\n".join(
+        [f"Library: {package} {version}", "Failing tests:", *failing_summary(fail_to_pass, messages)]
+    )
     try:
         written = chat([{"role": "system", "content": STATEMENT_SYSTEM}, {"role": "user", "content": prompt}])
     except Exception as exc:  # an endpoint failure costs the nicer text, never the instance

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.domains.repo_helpers import repo_envs, tiny_dataset  # noqa: F401 - fixtures of the repo domain tests
+
 REPO = Path(__file__).resolve().parents[2]
 
 

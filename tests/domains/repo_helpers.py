@@ -46,7 +46,7 @@ def window(values, size):
         out.append(values[start : start + size])
     return out
 ''',
-    "tests/test_tinycalc.py": '''import pytest
+    "tests/test_tinycalc.py": """import pytest
 
 from tinycalc import clamp, is_even, mean, span, window
 
@@ -83,7 +83,7 @@ def test_is_even(number, expected):
 
 def test_window():
     assert window([1, 2, 3, 4], 2) == [[1, 2], [2, 3], [3, 4]]
-''',
+""",
     "PKG-INFO": "Metadata-Version: 2.1\nName: tinycalc\nVersion: 0.1\n",
 }
 

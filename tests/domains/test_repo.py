@@ -15,7 +15,7 @@ from recreate.domains.repo import FORGED_CONFTEST, new_file_patch
 from recreate.domains.repo_instance import swebench_image
 from recreate.domains.repo_snapshot import base_tree
 from recreate.sandbox import fresh_session
-from tests.domains.repo_helpers import SOURCES, repo_envs, tiny_dataset  # noqa: F401 - fixtures
+from tests.domains.repo_helpers import SOURCES
 
 pytestmark = pytest.mark.bwrap
 
@@ -80,8 +80,8 @@ def test_evaluation_runs_without_network(domain, bwrap):
     server.settimeout(0.5)
     port = server.getsockname()[1]
     probe = (
-        "\nimport socket as _socket\n\ntry:\n    _socket.create_connection(('127.0.0.1', %d), 2)\n"
-        "except OSError:\n    pass\nelse:\n    raise RuntimeError('network reached')\n" % port
+        f"\nimport socket as _socket\n\ntry:\n    _socket.create_connection(('127.0.0.1', {port}), 2)\n"
+        "except OSError:\n    pass\nelse:\n    raise RuntimeError('network reached')\n"
     )
     task = domain.tasks()[0]
     path = "tinycalc/__init__.py"
@@ -124,6 +124,9 @@ def test_missing_environment_is_a_clear_zero(tiny_dataset, bwrap, monkeypatch, t
     assert not evaluation.passed and "recreate domain setup repo --data" in evaluation.feedback
 
 
+FAILING = "astropy/modeling/tests/test_separable.py::test_separable[compound_model6-result6]"
+
+
 def test_swebench_rows_load_as_they_are(tmp_path):
     row = {
         "instance_id": "astropy__astropy-12907",
@@ -132,7 +135,7 @@ def test_swebench_rows_load_as_they_are(tmp_path):
         "problem_statement": "Modeling's separability_matrix does not compute separability correctly",
         "patch": "diff --git a/x b/x\n",
         "test_patch": "diff --git a/y b/y\n",
-        "FAIL_TO_PASS": '["astropy/modeling/tests/test_separable.py::test_separable[compound_model6-result6]"]',
+        "FAIL_TO_PASS": json.dumps([FAILING]),
         "PASS_TO_PASS": '["astropy/modeling/tests/test_separable.py::test_coord_matrix"]',
         "version": "4.3",
         "environment_setup_commit": "298ccb478e6bf092953bca67a3d29dc6c35f6752",
@@ -141,7 +144,9 @@ def test_swebench_rows_load_as_they_are(tmp_path):
     data.write_text(json.dumps(row) + "\n")
     domain = get_domain("repo", data=data)
     instance = domain.instance(domain.tasks()[0])
-    assert instance.fail_to_pass == ("astropy/modeling/tests/test_separable.py::test_separable[compound_model6-result6]",)
+    assert instance.fail_to_pass == (
+        "astropy/modeling/tests/test_separable.py::test_separable[compound_model6-result6]",
+    )
     assert instance.environment.image == swebench_image(row["instance_id"])
     assert instance.environment.image == "swebench/sweb.eval.x86_64.astropy_1776_astropy-12907:latest"
     assert instance.test_files() == ["astropy/modeling/tests/test_separable.py"]
@@ -149,10 +154,11 @@ def test_swebench_rows_load_as_they_are(tmp_path):
 
 def test_bad_rows_name_the_file_line_and_fix(tmp_path):
     data = tmp_path / "bad.jsonl"
-    data.write_text(json.dumps({"instance_id": "a", "repo": "r", "problem_statement": "p", "patch": "x"}) + "\n")
+    row = {"instance_id": "a", "repo": "r", "problem_statement": "p", "patch": "x"}
+    data.write_text(json.dumps(row) + "\n")
     with pytest.raises(DomainDataError, match=r"bad.jsonl:1: lacks FAIL_TO_PASS"):
         get_domain("repo", data=data)
-    data.write_text(json.dumps({"instance_id": "a", "repo": "r", "problem_statement": "p", "patch": "x",
-                                "FAIL_TO_PASS": [], "snapshot": "nope.bundle", "base_commit": "0"}) + "\n")  # fmt: skip
+    row |= {"FAIL_TO_PASS": [], "snapshot": "nope.bundle", "base_commit": "0"}
+    data.write_text(json.dumps(row) + "\n")
     with pytest.raises(DomainDataError, match=r"bad.jsonl:1: snapshot .*nope.bundle does not exist"):
         get_domain("repo", data=data)

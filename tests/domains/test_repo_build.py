@@ -16,7 +16,7 @@ from recreate.domains.repo_cli import model_chat
 from recreate.domains.repo_mutate import mutations
 from recreate.domains.repo_statement import llm_statement, reveals_fix
 from recreate.testing import ScriptedOpenAIServer, text
-from tests.domains.repo_helpers import SOURCES, public_dir, repo_envs, tiny_dataset  # noqa: F401 - fixtures
+from tests.domains.repo_helpers import SOURCES, public_dir
 
 CLEAN = SOURCES["tinycalc/__init__.py"]
 
@@ -43,7 +43,11 @@ def test_every_mutation_is_a_one_node_change_that_parses():
     assert {"remove_statement", "remove_not", "swap_arguments"} & kinds
     for mutation in found:
         ast.parse(mutation.source)
-        changed = [line for line in difflib.ndiff(CLEAN.splitlines(), mutation.source.splitlines()) if line[:1] in "+-"]
+        changed = [
+            line
+            for line in difflib.ndiff(CLEAN.splitlines(), mutation.source.splitlines())
+            if line[:1] in "+-"
+        ]
         assert 1 <= len(changed) <= 2, (mutation.kind, changed)
     assert mutations("x.py", CLEAN, covered={1}) == []  # no covered function, no mutation
 
@@ -64,7 +68,20 @@ def test_built_instances_are_validated_and_build_is_deterministic(tiny_dataset, 
         assert "tests/test_tinycalc.py::" in row["problem_statement"]
     again = public_dir("recreate-repo-again-")
     try:
-        done = cli("build", "repo", "--from", str(sdist), "--n", "3", "--seed", "0", "--out", str(again), "--sandbox", "bwrap")
+        done = cli(
+            "build",
+            "repo",
+            "--from",
+            str(sdist),
+            "--n",
+            "3",
+            "--seed",
+            "0",
+            "--out",
+            str(again),
+            "--sandbox",
+            "bwrap",
+        )
         assert done.exit_code == 0, done.output
         assert (again / "tinycalc-0.1.jsonl").read_text() == (folder / "tinycalc-0.1.jsonl").read_text()
     finally:
@@ -88,7 +105,9 @@ def test_model_writes_the_statement_unless_it_quotes_the_fix():
     patch = "--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-    if x < low:\n+    if x >= low:\n"
     failing, messages = ["tests/t.py::test_low"], {"tests/t.py::test_low": "assert 0 == -3"}
     with ScriptedOpenAIServer() as server:
-        server.enqueue(text("clamp() returns the bound for values inside the range\n\nclamp(5, 0, 10) gives 0."))
+        server.enqueue(
+            text("clamp() returns the bound for values inside the range\n\nclamp(5, 0, 10) gives 0.")
+        )
         server.enqueue(text("The line `if x >= low:` is wrong."))
         chat = model_chat(f"scripted@{server.url}")
         written, how = llm_statement(chat, "tinycalc", "0.1", failing, messages, patch)

@@ -22,8 +22,6 @@ from recreate.domains.repo_env import env_path
 from recreate.domains.repo_instance import RepoEnvironment, swebench_image
 from recreate.domains.repo_snapshot import base_tree
 from recreate.sandbox import fresh_session, get_sandbox
-from tests.domains.repo_helpers import repo_envs, tiny_dataset  # noqa: F401 - fixtures
-from tests.podman import busybox_image, docker_host  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 INSTANCE_ID = "tinycalc__tinycalc-1"
@@ -104,7 +102,10 @@ def swebench_data(tiny_dataset, docker_host, tmp_path_factory):
     image = ensure_image(docker.DockerClient(base_url=docker_host), testbed, site)
     swebench = {k: row[k] for k in ("problem_statement", "patch", "test_patch", "base_commit")}
     swebench |= {"instance_id": INSTANCE_ID, "repo": "tinycalc/tinycalc", "version": "0.1"}
-    swebench |= {"FAIL_TO_PASS": json.dumps(row["FAIL_TO_PASS"]), "PASS_TO_PASS": json.dumps(row["PASS_TO_PASS"])}
+    swebench |= {
+        "FAIL_TO_PASS": json.dumps(row["FAIL_TO_PASS"]),
+        "PASS_TO_PASS": json.dumps(row["PASS_TO_PASS"]),
+    }
     data = tmp_path_factory.mktemp("swebench") / "swebench.jsonl"
     data.write_text(json.dumps(swebench) + "\n")
     return data, image

@@ -17,7 +17,7 @@ import pytest
 from recreate.experience.store import ExperienceStore
 from recreate.scaffold import ScaffoldStore
 from recreate.testing import Reply, ScriptedOpenAIServer, tool_call
-from tests.domains.repo_helpers import EXAMPLES, REPO, repo_envs  # noqa: F401 - fixtures
+from tests.domains.repo_helpers import EXAMPLES, REPO
 from tests.optimizer.script import responder as optimizer_responder
 from tests.optimizer.test_evolve_cli import clean_env
 

@@ -131,7 +131,7 @@ def set_up(job, root):
 
 
 def run_tests(job, root, work):
-    results_file = os.path.join(work, "results-%d.json" % os.getpid())
+    results_file = os.path.join(work, f"results-{os.getpid()}.json")
     pythonpath = [os.path.join(work, "plugin")] + [os.path.join(root, p) for p in job.get("pythonpath", [])]
     env = dict(os.environ)
     env.update(
