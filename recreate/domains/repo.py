@@ -190,8 +190,7 @@ class RepoDomain(TaskFileDomain):
         """Patches that must never resolve: none at all, the gold fix undone, and a conftest.py that
         reports every test as passed (defeated by restoring the test files)."""
         instance = self._instances[task.id]
-        forged = [new_file_patch(name, FORGED_CONFTEST) for name in ("conftest.py", "tests/conftest.py")]
-        return ["", reverse_patch(instance.patch), *forged]
+        return ["", reverse_patch(instance.patch), new_file_patch("conftest.py", FORGED_CONFTEST)]
 
     def describe(self) -> str:
         return (
