@@ -10,6 +10,7 @@ instances run in their published images through the docker backend.
 
 from __future__ import annotations
 
+import posixpath
 import shlex
 from dataclasses import replace
 from pathlib import Path
@@ -24,6 +25,7 @@ from recreate.domains.repo_snapshot import GIT_IDENTITY, SnapshotError, base_tre
 from recreate.domains.splits import SplitPlan, select
 from recreate.sandbox.base import Sandbox, SandboxSpec, Session
 from recreate.sandbox.shell import DEFAULT_PATH
+from recreate.scaffold.model import TOOL_ROOT
 
 BASE_TAR = ".recreate-base.tar"
 _GIT_ENV = {k: v for k, v in GIT_IDENTITY.items() if not k.startswith("GIT_CONFIG")}
@@ -128,7 +130,7 @@ class RepoDomain(TaskFileDomain):
         folders = dict.fromkeys(p for i in instances for p in i.environment.pythonpath)
         variables = {
             "PATH": ":".join([*(f"{e}/bin" for e in envs), DEFAULT_PATH]),
-            "PYTHONPATH": ":".join(f"{WORKDIR}/{p}".rstrip("/.") or WORKDIR for p in folders),
+            "PYTHONPATH": ":".join(posixpath.normpath(f"{WORKDIR}/{p}") for p in folders),
             "PYTHONDONTWRITEBYTECODE": "1",
         }
         images = {i.environment.image for i in instances}
@@ -149,7 +151,8 @@ class RepoDomain(TaskFileDomain):
             fetch = f"tar -xf {BASE_TAR} && rm {BASE_TAR}"
         else:
             fetch = f"cp -a {shlex.quote(instance.environment.source)}/. . && rm -rf .git"
-        script = f"{fetch} && git init -q && git add -A && git commit -q --no-verify -m base"
+        ignore = f"echo {TOOL_ROOT}/ >> .git/info/exclude"  # the scaffold's tools are not the repository's
+        script = f"{fetch} && git init -q && {ignore} && git add -A && git commit -q --no-verify -m base"
         done = session.run(script, timeout=300, env=_GIT_ENV)
         if not done.ok:
             raise SnapshotError(f"preparing {task.id} failed: {(done.stdout + done.stderr).strip()[-500:]}")

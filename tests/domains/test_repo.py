@@ -97,6 +97,7 @@ def test_workspace_is_a_one_commit_git_repository_and_its_diff_is_a_submission(d
     task = domain.tasks()[0]
     with fresh_session(bwrap, domain.agent_spec()) as session:
         domain.prepare(task, session)
+        session.put(".recreate_tools/calc/main.py", "print(1)\n")  # where a scaffold's tools go
         log = session.run("git log --oneline | wc -l && git status --porcelain", timeout=30)
         assert log.ok and log.stdout.split() == ["1"], log
         session.put("fix.diff", task.reference)
