@@ -150,8 +150,9 @@ class RepoDomain(TaskFileDomain):
             session.put(BASE_TAR, base_tree(instance.snapshot, instance.base_commit or "HEAD"))
             fetch = f"tar -xf {BASE_TAR} && rm {BASE_TAR}"
         else:
-            fetch = f"cp -a {shlex.quote(instance.environment.source)}/. . && rm -rf .git"
-        ignore = f"echo {TOOL_ROOT}/ >> .git/info/exclude"  # the scaffold's tools are not the repository's
+            fetch = f"cp -R {shlex.quote(instance.environment.source)}/. . && rm -rf .git"  # ours, not root's
+        # the scaffold's tools live in the workspace but are not the repository's
+        ignore = f"mkdir -p .git/info && echo {TOOL_ROOT}/ >> .git/info/exclude"
         script = f"{fetch} && git init -q && {ignore} && git add -A && git commit -q --no-verify -m base"
         done = session.run(script, timeout=300, env=_GIT_ENV)
         if not done.ok:
