@@ -121,17 +121,45 @@ def print_report(report: SelfTestReport) -> None:
 
 @app.command("setup")
 def setup_command(
-    domain: str = typer.Argument(..., help="domain whose environment to build (ds1000)"),
+    domain: str = typer.Argument(..., help="domain whose environment to build (ds1000, repo)"),
     path: Path | None = typer.Option(None, "--path", help="where (default: <RECREATE_HOME>/envs/ds1000)"),
     python: str | None = typer.Option(None, "--python", help="a Python 3.11 to base it on"),
+    data: Path | None = typer.Option(None, "--data", help="repo: the instances whose environments to build"),
 ) -> None:
-    """Build a domain's evaluation environment (idempotent). Only ds1000 needs one."""
+    """Build a domain's evaluation environment (idempotent): ds1000's, or a venv per repo requirement set."""
     from recreate.domains.ds1000_env import default_env_path, ensure_env
 
     domain_class(domain)
+    if domain == "repo":
+        from recreate.domains.repo_cli import setup_repo
+
+        setup_repo(data, console)
+        return
     if domain != "ds1000":
         typer.echo(f"domain {domain!r} needs no environment setup")
         return
     target = path or default_env_path(load_settings().home)
     ready = ensure_env(target, python=python, echo=console.print)
     console.print(f"DS-1000 environment ready: {ready}", soft_wrap=True)
+
+
+@app.command("build")
+def build_command(
+    domain: str = typer.Argument(..., help="domain to build tasks for (repo)"),
+    source: str = typer.Option(..., "--from", help="PACKAGE==VERSION on PyPI, or a local sdist .tar.gz"),
+    n: int = typer.Option(10, "--n", min=1, help="instances to make"),
+    seed: int = typer.Option(0, "--seed", help="mutation order and splits (same seed, same instances)"),
+    out: Path = typer.Option(Path("examples/repo"), "--out", help="folder for the .jsonl and snapshots/"),
+    model: str | None = typer.Option(None, "--model", help="an LLM writes issue-style problem statements"),
+    sandbox: str | None = typer.Option(None, "--sandbox", help="sandbox backend (default: settings)"),
+    install: list[str] = typer.Option([], "--install", help="extra test requirement (repeatable)"),
+    timeout: float = typer.Option(120.0, "--timeout", min=1, help="seconds per test-suite run"),
+) -> None:
+    """Make SWE-style instances from a package's sdist: inject bugs its own tests catch (repo only)."""
+    domain_class(domain)
+    if domain != "repo":
+        raise typer.BadParameter(f"domain {domain!r} has no task builder; only repo has", param_hint="DOMAIN")
+    from recreate.domains.repo_cli import build_repo
+
+    options = {"model": model, "sandbox": sandbox, "install": tuple(install), "timeout": timeout}
+    build_repo(source, out, n=n, seed=seed, **options)

@@ -21,6 +21,11 @@ BUILTIN_DOMAINS: dict[str, tuple[str, str, str]] = {
         "DS1000Domain",
         "DS-1000 data-science code; the problem's tests run in a sandbox with pinned libraries",
     ),
+    "repo": (
+        "recreate.domains.repo",
+        "RepoDomain",
+        "fix a repository so its own tests pass (SWE-bench schema: built from PyPI sdists, or SWE-bench)",
+    ),
     "jsonl": (
         "recreate.domains.jsonl_domain",
         "JsonlDomain",

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.domains.repo_helpers import repo_envs, tiny_dataset  # noqa: F401 - fixtures of the repo domain tests
+from tests.podman import docker_host  # noqa: F401 - the docker test of the repo domain
+
 REPO = Path(__file__).resolve().parents[2]
 
 
