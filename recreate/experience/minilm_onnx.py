@@ -9,7 +9,11 @@ Hugging Face hub (or its local cache).
 
 from __future__ import annotations
 
+import logging
 import os
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +23,7 @@ from filelock import FileLock
 HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 MAX_TOKENS = 256  # the model's max_seq_length, as sentence-transformers truncates
 VARIANTS = ("int8", "fp32")
+log = logging.getLogger(__name__)
 BATCH = 16  # sorted by length: with little padding, small batches keep the activations in cache
 
 
@@ -50,16 +55,32 @@ def export(cache_dir: Path, variant: str) -> Path:
     with FileLock(str(cache_dir / "minilm-export.lock")):  # one exporting process; the others reuse it
         if target.exists():
             return target
-        fp32 = cache_dir / "all-MiniLM-L6-v2-fp32.onnx"
-        if not fp32.exists():
-            _export_fp32(weights_dir(), fp32)
-        if variant == "int8":
-            from onnxruntime.quantization import QuantType, quantize_dynamic
+        log.info("exporting all-MiniLM-L6-v2 to %s (once)", target)
+        with _quiet():
+            fp32 = cache_dir / "all-MiniLM-L6-v2-fp32.onnx"
+            if not fp32.exists():
+                _export_fp32(weights_dir(), fp32)
+            if variant == "int8":
+                from onnxruntime.quantization import QuantType, quantize_dynamic
 
-            partial = target.with_suffix(".part")
-            quantize_dynamic(str(fp32), str(partial), weight_type=QuantType.QInt8)
-            partial.replace(target)
+                partial = target.with_suffix(".part")
+                quantize_dynamic(str(fp32), str(partial), weight_type=QuantType.QInt8)
+                partial.replace(target)
     return target
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """The exporter's tracer warnings and the quantiser's advice (root logger) are not the user's."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        root.setLevel(level)
 
 
 def _export_fp32(source: Path, target: Path) -> None:
