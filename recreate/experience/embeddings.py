@@ -22,7 +22,9 @@ from recreate.experience import minilm_onnx
 
 EMBEDDING_NAMES = ("minilm", "hash")
 MINILM_RUNTIMES = ("onnx-int8", "onnx-fp32", "torch")
-DEFAULT_RUNTIME = "onnx-int8"
+# int8 weights embed ~2.5x faster but reorder near-duplicate steps: recall@10 0.56-0.69 against the
+# fp32 model's own neighbours (benchmarks/experience.py --embeddings), so fp32 is the default
+DEFAULT_RUNTIME = "onnx-fp32"
 _WORD = re.compile(r"[a-z0-9_]+")
 
 
@@ -95,9 +97,10 @@ def _model(runtime: str, device: str, cache_dir: Path | None) -> Any:
 class MiniLMEmbedding(EmbeddingFunction[Documents]):
     """all-MiniLM-L6-v2 sentence embeddings (384 dims, normalised); the model loads on first call.
 
-    `runtime`: "onnx-int8" (default: the graph exported once under `cache_dir`, default
-    `<RECREATE_HOME>/models`, with int8 weights), "onnx-fp32", or "torch" (sentence-transformers).
-    All three give the same model's vectors, so an index built with one is searched with another."""
+    `runtime`: "onnx-fp32" (default: the graph exported once under `cache_dir`, default
+    `<RECREATE_HOME>/models`), "onnx-int8" (its weights quantised: faster, less exact) or "torch"
+    (sentence-transformers). fp32 ONNX and torch give the same vectors (cosine > 0.9999), so an index
+    built with one is searched with the other."""
 
     def __init__(self, device: str = "cpu", runtime: str = DEFAULT_RUNTIME, cache_dir: Path | None = None):
         if runtime not in MINILM_RUNTIMES:

@@ -16,7 +16,7 @@ def store(tmp_path: Path) -> ExperienceStore:
 
 @pytest.fixture(scope="session")
 def minilm_models(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """MiniLM exported to ONNX once per test session (fp32 and int8), as a home's `models` folder."""
+    """MiniLM exported to ONNX once per test session, as a home's `models` folder."""
     models = tmp_path_factory.mktemp("models")
-    minilm_onnx.export(models, "int8")
+    minilm_onnx.export(models, "fp32")
     return models
