@@ -29,14 +29,11 @@ from chromadb.api.types import EmbeddingFunction
 from chromadb.config import Settings as ChromaSettings
 
 from recreate.experience.catalog import FILTER_KEYS, STEP_KEYS, check_filters
-from recreate.experience.digest import (
-    action_text,
-    error_type,
-    observation_text,
-    one_line,
-    outcome_label,
-    task_statement,
-    truncate_middle,
+from recreate.experience.documents import (
+    base_metadata,
+    step_documents,
+    summary_document,
+    where_clause,
 )
 from recreate.experience.embeddings import make_embedding
 from recreate.experience.schema import Trajectory
@@ -45,7 +42,6 @@ from recreate.experience.vectors import VectorFile, rank, smallest
 SCOPES = ("steps", "summaries", "memory")
 STEP_FILTER_KEYS = (*FILTER_KEYS, *STEP_KEYS)
 MEMORY_FILTER_KEYS = ("scaffold_name", "tag")
-OBSERVATION_CHARS = 600  # per step document; MiniLM reads ~256 tokens anyway
 BRUTE_FORCE_LIMIT = 1000  # filtered search: score the matching documents exactly when this few
 OVERFETCH = 20  # candidates per hit asked of HNSW (which then searches with ef >= that many)
 # Up to this many vectors a search scores every one exactly from the vector file (one pass: ~12 ms
@@ -102,59 +98,6 @@ def make_client(path: Path, url: str | None = None) -> chromadb.ClientAPI:
         )
     path.mkdir(parents=True, exist_ok=True)
     return chromadb.PersistentClient(path=str(path), settings=settings)
-
-
-def _base_metadata(traj: Trajectory) -> dict[str, Any]:
-    scaffold = traj.scaffold
-    meta: dict[str, Any] = {
-        "trajectory_id": traj.trajectory_id,
-        "task_id": traj.task_id,
-        "domain": traj.domain,
-        "run_id": traj.run_id or "",
-        "scaffold_name": scaffold.name if scaffold else "",
-        "scaffold_version": (scaffold.version or "") if scaffold else "",
-        "model": traj.model.name if traj.model else "",
-        "outcome": outcome_label(traj),
-        "exit_status": traj.outcome.exit_status,
-    }
-    if traj.evaluation is not None:
-        meta["score"] = float(traj.evaluation.score)
-    return meta
-
-
-def step_documents(traj: Trajectory) -> tuple[list[str], list[str], list[dict[str, Any]]]:
-    base = _base_metadata(traj)
-    ids, docs, metas = [], [], []
-    for position, step in enumerate(traj.steps):
-        kind = error_type(step)
-        text = f"{action_text(step)}\n{observation_text(step, OBSERVATION_CHARS)}"
-        if step.error:
-            text += f"\nerror: {truncate_middle(step.error, 300)}"
-        ids.append(f"{traj.trajectory_id}#{position}")
-        docs.append(text)
-        metas.append({**base, "step": step.index, "error_type": kind})
-    return ids, docs, metas
-
-
-def summary_document(traj: Trajectory) -> str:
-    lines = [
-        f"task {traj.task_id} ({traj.domain}): {truncate_middle(one_line(task_statement(traj)), 800)}",
-        f"outcome: {traj.outcome.exit_status}, {outcome_label(traj)}",
-    ]
-    if traj.evaluation is not None:
-        lines.append(
-            f"score {traj.evaluation.score:g}; feedback: {truncate_middle(traj.evaluation.feedback, 800)}"
-        )
-    if traj.outcome.error:
-        lines.append(f"error: {truncate_middle(traj.outcome.error, 300)}")
-    return "\n".join(lines)
-
-
-def where_clause(filters: dict[str, Any]) -> dict[str, Any] | None:
-    terms = [{key: value} for key, value in filters.items()]
-    if not terms:
-        return None
-    return terms[0] if len(terms) == 1 else {"$and": terms}
 
 
 def filter_keys(scope: str) -> tuple[str, ...]:
@@ -251,7 +194,7 @@ class ExperienceIndex:
             "summaries",
             [t.trajectory_id for t in trajectories],
             [summary_document(t) for t in trajectories],
-            [_base_metadata(t) for t in trajectories],
+            [base_metadata(t) for t in trajectories],
         )
 
     def add_memory(self, items: Iterable[dict[str, Any]], scaffold_name: str = "") -> None:
