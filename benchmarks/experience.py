@@ -34,8 +34,8 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from recreate.experience.documents import where_clause
 from recreate.experience.embeddings import MiniLMEmbedding, make_embedding
-from recreate.experience.index import where_clause
 from recreate.experience.schema import Evaluation, Observation, Outcome, ScaffoldRef, Step, Trajectory
 
 console = Console()
@@ -178,7 +178,7 @@ def embedding_runtimes(count: int) -> None:
     """The MiniLM runtimes on the same `count` generated step documents, in one process."""
     import numpy as np
 
-    from recreate.experience.index import step_documents
+    from recreate.experience.documents import step_documents
 
     rng = random.Random(1)
     docs: list[str] = []
@@ -261,7 +261,7 @@ def ingest(store_root: Path, args: argparse.Namespace) -> tuple[object, float, f
 
 def raw_chroma_ingest(store, steps: int, steps_per_traj: int) -> float:
     """The same step documents, metadata and embedding straight into a fresh Chroma collection."""
-    from recreate.experience.index import step_documents
+    from recreate.experience.documents import step_documents
 
     collection = store.index.client.get_or_create_collection(
         "raw-bench", embedding_function=store.index.embedding, configuration={"hnsw": {"space": "cosine"}}
