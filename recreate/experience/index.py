@@ -44,8 +44,9 @@ STEP_FILTER_KEYS = (*FILTER_KEYS, *STEP_KEYS)
 MEMORY_FILTER_KEYS = ("scaffold_name", "tag")
 BRUTE_FORCE_LIMIT = 1000  # filtered search: score the matching documents exactly when this few
 OVERFETCH = 20  # candidates per hit asked of HNSW (which then searches with ef >= that many)
-# Up to this many vectors a search scores every one exactly from the vector file (one pass: ~12 ms
-# per 100k on 2 cores); beyond, HNSW's over-fetched candidates (benchmarks/experience.py measures both)
+# Up to this many vectors a search scores every one exactly from the vector file (one pass over 100k:
+# 22 ms p50 / 26 ms p95 on 2 shared cores); beyond, HNSW's over-fetched candidates, which on
+# near-duplicate steps miss true neighbours (raw Chroma recall@10 0.44 at 100k; benchmarks/experience.py)
 EXACT_LIMIT = 200_000
 
 
