@@ -1,5 +1,10 @@
 """Experience store benchmark: ingest rate, query latency (with/without filters), overhead vs raw Chroma,
-disk size.
+search recall@10 against exact (brute force) on near-duplicate steps, planted needles, disk size; and
+with --embeddings N, the MiniLM runtimes side by side (ingest docs/s, query latency, recall@10 of the
+fp32 torch model's own exact neighbours).
+
+    python benchmarks/experience.py --steps 10000 --ingest-embedding minilm --queries 50
+    python benchmarks/experience.py --embeddings 800                # runtimes only, no store
 
     python benchmarks/experience.py --steps 100000            # the issue's scale (~10 min on 2 cores)
     python benchmarks/experience.py --steps 5000 --queries 50 # quick look
@@ -29,8 +34,8 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from recreate.experience.documents import where_clause
 from recreate.experience.embeddings import MiniLMEmbedding, make_embedding
-from recreate.experience.index import where_clause
 from recreate.experience.schema import Evaluation, Observation, Outcome, ScaffoldRef, Step, Trajectory
 
 console = Console()
@@ -97,6 +102,124 @@ def synthetic_trajectory(number: int, steps_per_traj: int, rng: random.Random) -
     )
 
 
+NEEDLES = (  # (command, error, keyword query, paraphrase sharing no word with the step)
+    (
+        "python -c 'import numpy as np; print(np.zeros(3))'",
+        "ModuleNotFoundError: No module named 'numpy'",
+        "ModuleNotFoundError numpy",
+        "the python interpreter could not find the scientific array library",
+    ),
+    (
+        "cp results.tar /mnt/backup/",
+        "cp: error writing '/mnt/backup/results.tar': No space left on device",
+        "No space left on device",
+        "the storage volume is full",
+    ),
+)
+
+
+def needle_trajectory() -> Trajectory:
+    steps = [
+        Step(
+            index=n,
+            action={"tool": "bash", "args": {"command": command}},
+            observation=Observation(stderr=f"Traceback (most recent call last):\n{error}", exit_code=1),
+        )
+        for n, (command, error, _, _) in enumerate(NEEDLES)
+    ]
+    return Trajectory(
+        trajectory_id="needle",
+        task_id="task-needle",
+        domain="swe",
+        messages=[{"role": "user", "content": "Solve the needle task."}],
+        steps=steps,
+        outcome=Outcome(exit_status="submitted", submission=""),
+    )
+
+
+def recall_rows(store, k: int = 10) -> list[tuple[str, str, str]]:
+    """recall@k of ours and of raw Chroma against brute force over the embeddings Chroma stores (tie-aware:
+    a hit counts when within the exact k-th distance), over QUERIES and the needles' queries; and the
+    rank of each needle (by keywords and by paraphrase) in both."""
+    import numpy as np
+
+    collection = store.index.collection("steps")
+    stored, offset = [], 0
+    while True:
+        page = collection.get(include=["embeddings"], limit=5000, offset=offset)["embeddings"]
+        stored.append(np.asarray(page, dtype=np.float32))
+        offset += 5000
+        if len(page) < 5000:
+            break
+    matrix = np.concatenate(stored)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    queries = [*QUERIES, *(q for needle in NEEDLES for q in needle[2:])]
+    recall: dict[str, list[float]] = {"ours": [], "raw": []}
+    rows = []
+    for query in queries:
+        vector = store.index.embed(query)
+        exact = np.sort(1 - matrix @ np.asarray(vector[0], dtype=np.float32))[k - 1]
+        ours = [(h.id, h.distance) for h in store.search(query, k=k)]
+        found = collection.query(query_embeddings=vector, n_results=k, include=["distances"])
+        raw = list(zip(found["ids"][0], found["distances"][0], strict=True))
+        for name, hits in (("ours", ours), ("raw", raw)):
+            recall[name].append(sum(d <= exact + 1e-5 for _, d in hits) / k)
+        if query not in QUERIES:
+            ranks = [
+                next((n + 1 for n, (i, _) in enumerate(h) if i.startswith("needle#")), None)
+                for h in (ours, raw)
+            ]
+            rows.append((f"needle rank: {query[:48]}", *(str(r or f">{k}") for r in ranks)))
+    means = [f"{np.mean(recall[n]):.3f} (worst {min(recall[n]):.2f})" for n in ("ours", "raw")]
+    return [(f"recall@{k} vs exact, {len(queries)} queries", *means), *rows]
+
+
+def embedding_runtimes(count: int) -> None:
+    """The MiniLM runtimes on the same `count` generated step documents, in one process."""
+    import numpy as np
+
+    from recreate.experience.documents import step_documents
+
+    rng = random.Random(1)
+    docs: list[str] = []
+    while len(docs) < count:
+        docs += step_documents(synthetic_trajectory(len(docs), 20, rng))[1]
+    docs = docs[:count]
+    queries = [f"{QUERIES[m % len(QUERIES)]} {m}" for m in range(40)]
+    table = Table(title=f"all-MiniLM-L6-v2 on {count} step documents, {os.cpu_count()} CPUs")
+    for column in ("runtime", "ingest docs/s", "query p50", "query p95", "recall@10 vs torch fp32"):
+        table.add_column(column, justify="right")
+    reference = None
+    for runtime in ("torch", "onnx-fp32", "onnx-int8"):
+        embed = MiniLMEmbedding(
+            runtime=runtime, cache_dir=Path(tempfile.gettempdir()) / "recreate-bench-models"
+        )
+        embed(docs[:8])  # load (and export once) outside the timing
+        start = time.perf_counter()
+        vectors = np.asarray(embed(docs))
+        rate = count / (time.perf_counter() - start)
+        latencies, query_vectors = [], []
+        for query in queries:
+            start = time.perf_counter()
+            query_vectors.append(embed([query])[0])
+            latencies.append((time.perf_counter() - start) * 1000)
+        if reference is None:
+            reference = (vectors, np.asarray(query_vectors))
+        recalls = []
+        for query, truth_query in zip(query_vectors, reference[1], strict=True):
+            truth = reference[0] @ truth_query
+            got = np.argsort(-(vectors @ query))[:10]
+            recalls.append(float(np.mean(truth[got] >= np.sort(truth)[-10] - 1e-6)))
+        table.add_row(
+            runtime,
+            f"{rate:.1f}",
+            f"{percentile(latencies, 50):.1f} ms",
+            f"{percentile(latencies, 95):.1f} ms",
+            f"{np.mean(recalls):.3f} (worst {min(recalls):.2f})",
+        )
+    console.print(table)
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(int(round(q / 100 * (len(ordered) - 1))), len(ordered) - 1)]
@@ -132,12 +255,13 @@ def ingest(store_root: Path, args: argparse.Namespace) -> tuple[object, float, f
                 first_part = seconds
             assert not report.errors and not report.duplicates, report.summary()
             progress.advance(bar, len(items))
+    store.ingest([needle_trajectory()])
     return store, seconds, first_part, count
 
 
 def raw_chroma_ingest(store, steps: int, steps_per_traj: int) -> float:
     """The same step documents, metadata and embedding straight into a fresh Chroma collection."""
-    from recreate.experience.index import step_documents
+    from recreate.experience.documents import step_documents
 
     collection = store.index.client.get_or_create_collection(
         "raw-bench", embedding_function=store.index.embedding, configuration={"hnsw": {"space": "cosine"}}
@@ -207,7 +331,13 @@ def main() -> None:
     parser.add_argument("--ingest-embedding", choices=("hash", "minilm"), default="hash")
     parser.add_argument("--dir", type=Path, help="store location (default: a temp dir, removed afterwards)")
     parser.add_argument("--queries-only", action="store_true", help="reuse the store in --dir; skip ingest")
+    parser.add_argument(
+        "--embeddings", type=int, metavar="N", help="only compare the MiniLM runtimes on N docs"
+    )
     args = parser.parse_args()
+    if args.embeddings:
+        embedding_runtimes(args.embeddings)
+        return
     root = args.dir or Path(tempfile.mkdtemp(prefix="exp-bench-"))
     console.print(f"{os.cpu_count()} CPUs, load average at start {os.getloadavg()[0]:.1f} (noisy under load)")
     try:
@@ -220,6 +350,12 @@ def main() -> None:
             store, seconds, first_part, count = ingest(root / "experience", args)
             raw_seconds = raw_chroma_ingest(store, min(args.steps, RAW_STEPS), args.steps_per_traj)
             raw_rate = min(args.steps, RAW_STEPS) / raw_seconds
+        recall = Table(title="search quality (the ingest embedding for queries too)")
+        for column in ("measure", "ours", "raw Chroma"):
+            recall.add_column(column, justify="right" if column != "measure" else "left")
+        for row in recall_rows(store):
+            recall.add_row(*row)
+        console.print(recall)
         minilm = MiniLMEmbedding()
         start = time.perf_counter()
         minilm(["warm up"])

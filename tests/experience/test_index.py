@@ -75,8 +75,8 @@ def test_registered_embedding_reopens_from_the_persisted_config(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_minilm_finds_a_paraphrase_that_shares_no_words(tmp_path: Path) -> None:
-    store = ExperienceStore(tmp_path, embedding="minilm")
+def test_minilm_finds_a_paraphrase_that_shares_no_words(tmp_path: Path, minilm_models: Path) -> None:
+    store = ExperienceStore(tmp_path, embedding=MiniLMEmbedding(cache_dir=minilm_models))
     docs = {
         "t-disk": "cp data.tar /mnt/backup\n[exit 1]\nwrite error: No space left on device",
         "t-net": "curl http://example.org/data.csv\n[exit 6]\ncurl: (6) Could not resolve host: example.org",

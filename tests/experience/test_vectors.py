@@ -101,3 +101,18 @@ def test_an_index_without_vector_files_gets_them_and_verify_reports_gaps(tmp_pat
     reopened.search("run beta", scope="summaries", filters={"outcome": "passed"})
     assert reopened.verify().ok
     reopened.close()
+
+
+def test_a_scan_scores_every_live_row_and_skips_replaced_and_dropped_ones(tmp_path: Path) -> None:
+    from recreate.experience.vectors import smallest
+
+    writer, reader = VectorFile(tmp_path / "c"), VectorFile(tmp_path / "c")
+    writer.append(["a", "b", "c"], [[1, 0], [0, 1], [1, 1]])
+    writer.append(["a"], [[-1, 0]])  # an upsert: the old row of "a" no longer counts
+    writer.drop(["c"])
+    distances, owners = reader.scan([1, 0])
+    assert len(reader) == 2 and owners == [None, "b", None, "a"]
+    assert np.isinf(distances[[0, 2]]).all() and distances[1:4:2] == pytest.approx([1.0, 2.0])
+    order = smallest(distances, 10)
+    assert [owners[r] for r in order] == ["b", "a"]  # the replaced and dropped rows never come back
+    assert [owners[r] for r in smallest(distances, 1, start=1)] == ["a"]
