@@ -169,5 +169,8 @@ class ToolBox:
         text, observation = format_observation(result, self.timeout), observation_of(result)
         first, _, rest = result.stdout.lstrip("\n").partition("\n")
         if name == "bash" and first.strip() == SUBMIT_MARKER and not result.timed_out:
+            if result.stdout_truncated:  # a cut answer (a patch missing its middle) is never submitted
+                text += "\nNot submitted: the output after the marker was longer than the sandbox keeps."
+                return ToolResult(text, observation)
             return ToolResult(text, observation, submission=rest.strip())
         return ToolResult(text, observation)

@@ -320,3 +320,13 @@ def test_the_marker_submits_only_as_the_first_line_of_bash_output(openai_server,
     out = _agent(openai_server, bwrap, tmp_path, action_format="text").invoke({"task": "Say two lines"})
     assert out["exit_status"] == "submitted" and out["steps"] == 2
     assert out["submission"] == "line one\nline two"
+
+
+def test_an_output_too_long_to_keep_is_not_submitted_by_the_marker(openai_server, bwrap, tmp_path):
+    openai_server.enqueue(
+        text("```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; yes | head -c 200000\n```"),
+        text("```submit\nshort\n```"),
+    )
+    out = _agent(openai_server, bwrap, tmp_path, action_format="text").invoke({"task": "Print a lot"})
+    assert out["submission"] == "short" and out["steps"] == 2
+    assert "Not submitted" in openai_server.requests[1]["messages"][-1]["content"]

@@ -1,5 +1,5 @@
 """`recreate evolve --seed scaffolds/repo --domain repo --data examples/repo` as a user runs it: a real
-subprocess, the scripted endpoint, real sandboxes; the agent edits a file, submits its `git diff`, the
+subprocess, the scripted endpoint, real sandboxes; the agent edits a file, submits the git diff, the
 evaluator runs the project's tests. Killed with SIGKILL mid-run and resumed."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def _content(message: dict[str, Any]) -> str:
 
 def agent(body: dict[str, Any]) -> Reply:
     """Run the tests, apply the fix (only once the scaffold has the `lower` rule the optimizer's script
-    proposes after a failure), show `git diff`, submit what it printed."""
+    proposes after a failure), submit the workspace's `git diff` by the submit marker, as the seed says."""
     messages = body["messages"]
     system = _content(messages[0])
     if "ReCreate-Agent" in system or "synthesis agent" in system:
@@ -50,11 +50,7 @@ def agent(body: dict[str, Any]) -> Reply:
         return tool_call("bash", {"command": "python -m pytest -q -x -p no:cacheprovider 2>&1 | tail -2"})
     if turn == 1 and "Answer in lowercase." in system:
         return tool_call("bash", {"command": f"git apply <<'RECREATE_EOF'\n{fix}RECREATE_EOF"})
-    if not any("git diff" in json.dumps(m.get("tool_calls") or "") for m in messages):
-        return tool_call("bash", {"command": "git diff"})
-    shown = _content(messages[-1])
-    diff = shown.split("stdout:\n", 1)[1].split("\nstderr:\n")[0] if "stdout:\n" in shown else ""
-    return tool_call("submit", {"answer": diff})
+    return tool_call("bash", {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; git diff"})
 
 
 def evolve_args(home, url: str | None, *extra: str, data=EXAMPLES) -> list[str]:
