@@ -87,29 +87,42 @@ def plot(curves: dict[str, list[dict]], out: Path) -> None:
     fig.savefig(out, dpi=120)
 
 
-def paired_final_difference(out: Path, algos: list[str], curves: dict[str, list[dict]]) -> str:
-    """Held-out pass@1 of the two final policies, paired by task (same tasks, same seeds)."""
-    from recreate.evaluation.metrics import bootstrap_ci
+def _per_task(folder: Path) -> dict[str, float]:
+    """Held-out pass@1 per task of one evaluation (its runs over the eval seeds)."""
     from recreate.experience.schema import load_trajectory
 
-    per_task = []
-    for algo in algos:
-        last = curves[algo][-1]["iteration"]
-        scores: dict[str, list[float]] = {}
-        for file in (out / algo / "eval" / f"it-{last:03d}").glob("*.json"):
-            traj = load_trajectory(json.loads(file.read_text(encoding="utf-8")))
-            scores.setdefault(traj.task_id, []).append(
-                float(bool(traj.evaluation and traj.evaluation.passed))
-            )
-        per_task.append({task: sum(v) / len(v) for task, v in scores.items()})
-    shared = sorted(set(per_task[0]) & set(per_task[1]))
-    diffs = [per_task[0][t] - per_task[1][t] for t in shared]
+    scores: dict[str, list[float]] = {}
+    for file in folder.glob("*.json"):
+        traj = load_trajectory(json.loads(file.read_text(encoding="utf-8")))
+        scores.setdefault(traj.task_id, []).append(float(bool(traj.evaluation and traj.evaluation.passed)))
+    return {task: sum(v) / len(v) for task, v in scores.items()}
+
+
+def paired(before: dict[str, float], after: dict[str, float], label: str) -> str:
+    """Mean of after - before over the shared tasks (same tasks, same seeds), with its bootstrap CI."""
+    from recreate.evaluation.metrics import bootstrap_ci
+
+    diffs = [after[t] - before[t] for t in sorted(set(before) & set(after))]
     if not diffs:
-        return "no shared held-out tasks to pair"
+        return f"{label}: no shared held-out tasks to pair"
     low, high = bootstrap_ci(diffs)
     mean = sum(diffs) / len(diffs)
-    pair = f"{algos[0]} - {algos[1]}"
-    return f"final {pair}: {mean:+.3f} [{low:+.3f}, {high:+.3f}] over {len(diffs)} held-out tasks"
+    return f"{label}: {mean:+.3f} [{low:+.3f}, {high:+.3f}] over {len(diffs)} held-out tasks"
+
+
+def gains_and_difference(out: Path, curves: dict[str, list[dict]]) -> list[str]:
+    """Each algorithm's final policy against the base model, and the two final policies against each
+    other, paired by held-out task."""
+    finals = {}
+    lines = []
+    for algo, rows in curves.items():
+        finals[algo] = _per_task(out / algo / "eval" / f"it-{rows[-1]['iteration']:03d}")
+        base = _per_task(out / algo / "eval" / "it-000")
+        lines.append(paired(base, finals[algo], f"{algo} final - base"))
+    if len(finals) == 2:
+        first, second = finals
+        lines.append(paired(finals[second], finals[first], f"final {first} - {second}"))
+    return lines
 
 
 def main() -> None:
@@ -169,8 +182,8 @@ def main() -> None:
         gain = rows[-1]["val_pass_at_1"] - rows[0]["val_pass_at_1"]
         first, last = rows[0]["val_pass_at_1"], rows[-1]["val_pass_at_1"]
         print(f"{algo}: held-out pass@1 {first:.3f} -> {last:.3f} ({gain:+.3f})")
-    if len(algos) == 2:
-        print(paired_final_difference(out, algos, curves))
+    for line in gains_and_difference(out, curves):
+        print(line)
     plot(curves, out / "closed_loop.png")
     (out / "curves.json").write_text(json.dumps(curves, indent=1), encoding="utf-8")
     print(f"plot: {out / 'closed_loop.png'}  runs: {out}")
