@@ -22,11 +22,14 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from recreate.experience.schema import SchemaError, Trajectory, load_trajectory
+
+if TYPE_CHECKING:
+    from tapo_backend.config import TrainConfig
 from tapo_backend.advantages import group_advantages
 from tapo_backend.logged import (
     ON_MISMATCH,
@@ -384,4 +387,17 @@ def collate(examples: list[Example], pad_id: int, recompute_old: bool = False) -
         behavior_logprobs=_shifted([logged_or_model(e) for e in examples], width) if logged else None,
         ref_logprobs=_shifted([e.ref_logprobs for e in examples], width) if has_ref else None,
         advantages=torch.tensor([e.advantage for e in examples], dtype=torch.float32),
+    )
+
+
+def dataset_for(config: TrainConfig, source: str | Path, tokenizer: Any) -> Dataset:
+    """`build_dataset` with the data settings of `config` (its algorithm's advantages and filters)."""
+    return build_dataset(
+        source,
+        tokenizer,
+        advantage=config.advantage or "grpo",
+        min_group_size=config.min_group_size,
+        drop_zero_variance=config.drop_zero_variance is not False,
+        max_length=config.max_length,
+        on_mismatch=config.on_mismatch,
     )

@@ -25,7 +25,7 @@ from accelerate.utils import set_seed
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from tapo_backend.config import ConfigError, TrainConfig
-from tapo_backend.data import DataError, Dataset, Example, build_dataset, collate
+from tapo_backend.data import DataError, Dataset, Example, collate, dataset_for
 from tapo_backend.hub import check_model_available
 from tapo_backend.logprobs import fill_logprobs, first_model_position, token_logprobs
 from tapo_backend.losses import compute_policy_loss, loss_normalizer
@@ -200,15 +200,7 @@ def train(
     output_dir = Path(config.output_dir)
     tokenizer = load_tokenizer(model)
     if dataset is None:
-        dataset = build_dataset(
-            logs,
-            tokenizer,
-            advantage=config.advantage,
-            min_group_size=config.min_group_size,
-            drop_zero_variance=config.drop_zero_variance,
-            max_length=config.max_length,
-            on_mismatch=config.on_mismatch,
-        )
+        dataset = dataset_for(config, logs, tokenizer)
     examples = dataset.examples
     if not examples:
         raise DataError(f"no trainable trajectories in {logs}: {dataset.summary()}")

@@ -147,5 +147,5 @@ def example_messages(
             call = {"name": name, "args": args, "id": call_id, "type": "tool_call"}
             messages.append(AIMessage("", tool_calls=[call], name=EXAMPLE_NAME))
             answer = "submitted" if last else shown
-            messages.append(ToolMessage(answer, tool_call_id=call_id, name=EXAMPLE_NAME))
+            messages.append(ToolMessage(answer, tool_call_id=call_id))  # some servers refuse a name here
     return messages

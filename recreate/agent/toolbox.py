@@ -168,9 +168,15 @@ class ToolBox:
         result = self.session.run(command, timeout=self.timeout)
         text, observation = format_observation(result, self.timeout), observation_of(result)
         first, _, rest = result.stdout.lstrip("\n").partition("\n")
-        if name == "bash" and first.strip() == SUBMIT_MARKER and not result.timed_out:
-            if result.stdout_truncated:  # a cut answer (a patch missing its middle) is never submitted
-                text += "\nNot submitted: the output after the marker was longer than the sandbox keeps."
-                return ToolResult(text, observation)
-            return ToolResult(text, observation, submission=rest.strip())
+        if name == "bash" and first.strip() == SUBMIT_MARKER:
+            problem = (
+                "the command failed or timed out" if result.exit_code != 0 or result.timed_out
+                else "the output after the marker was longer than the sandbox keeps"
+                if result.stdout_truncated
+                else "nothing followed the marker" if not rest.strip()
+                else None
+            )  # fmt: skip
+            if problem is None:
+                return ToolResult(text, observation, submission=rest.strip())
+            text += f"\nNot submitted: {problem}."  # a cut patch or an error message is never an answer
         return ToolResult(text, observation)

@@ -43,6 +43,11 @@ log = logging.getLogger(__name__)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
+# the scheme that turns a run's seed into sampling seeds (`recreate.agent.graph.step_seed`); rollouts
+# cached under another scheme are other samples
+SEEDING = 2
+
+
 def agent_sandbox_spec(domain: Domain) -> SandboxSpec:
     """The sandbox the agent works in. A domain may define `agent_spec()`; a DS-1000 agent gets the
     pinned library environment (read-only, first on PATH) to run its solution the way it is judged."""
@@ -159,6 +164,7 @@ class Rollouts:
             "model": [info.name, info.base_url_host, info.sampling],
             "domain": settings_fingerprint(domain),
             "sandbox": [settings_fingerprint(self.agent.sandbox), repr(self.agent.sandbox_spec)],
+            "seeding": SEEDING,
         }
         identity = json.dumps(context, sort_keys=True, default=str)
         self.context_key = hashlib.sha256(identity.encode()).hexdigest()

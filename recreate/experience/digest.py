@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from recreate.experience.schema import Step, Trajectory
+from recreate.experience.schema import EXAMPLE_NAME, Step, Trajectory
 
 _EXCEPTION = re.compile(r"\b([A-Z][A-Za-z0-9_]*(?:Error|Exception|Exit|Interrupt))\b")
 _PATH = re.compile(
@@ -100,9 +100,9 @@ def is_failure(step: Step) -> bool:
 
 
 def task_statement(traj: Trajectory) -> str:
-    """The first user message: the task as the agent saw it."""
+    """The first user message that is not a worked example: the task as the agent saw it."""
     for message in traj.messages:
-        if message.get("role") == "user":
+        if message.get("role") == "user" and message.get("name") != EXAMPLE_NAME:
             content = message.get("content")
             return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
     return ""

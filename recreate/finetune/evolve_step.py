@@ -64,7 +64,9 @@ class FinetuneStep:
         entry: dict[str, Any] = {"round": rnd, "scaffold": head, "parent": parent, "accepted": False}
         scaffold = loop.scaffolds.load(head)
         recent = range(rnd - self.settings.every, rnd)
-        task_ids = sorted({r["task_id"] for r in state.get("results", []) if r["round"] in recent})
+        held_out = {t.id for t in loop.valset} | loop.held_out  # also with --allow-train-as-val
+        ran = {r["task_id"] for r in state.get("results", []) if r["round"] in recent}
+        task_ids = sorted(ran - held_out)
         jobs = [(loop.tasks[t], g) for t in task_ids for g in range(self.settings.group_size)]
         runs = loop.run_all([(scaffold, task, loop.seed_of("finetune", rnd, task.id, g)) for task, g in jobs])
         work = loop.run_dir / "finetune" / f"round-{rnd:03d}"
@@ -83,7 +85,11 @@ class FinetuneStep:
             return {"models": [entry], "model": parent}
         before, errors_before = loop.evaluate(scaffold, ("finetune", rnd))
         candidate = self.policy.publish(adapter)
-        after, errors_after = loop.evaluate(scaffold, ("finetune", rnd))
+        try:
+            after, errors_after = loop.evaluate(scaffold, ("finetune", rnd))
+        except BaseException:  # a budget stop or a failure: never leave an ungated version served
+            self.policy.rollback(parent)
+            raise
         verdict = paired_gate(
             before, after, min_improvement=loop.config.min_improvement,
             seed=loop.seed_of("finetune-gate", rnd),
@@ -101,8 +107,7 @@ class FinetuneStep:
 
     def _train(self, data: Path, work: Path) -> tuple[Path | None, dict[str, float], str]:
         """(adapter dir or None, mean training metrics, why nothing was trained)."""
-        from tapo_backend.config import LoraSettings, TrainConfig
-        from tapo_backend.data import build_dataset
+        from tapo_backend.data import dataset_for
         from tapo_backend.trainer import load_tokenizer, train
 
         s, out = self.settings, work / "train"
@@ -110,15 +115,22 @@ class FinetuneStep:
             return out / "final", mean_metrics(out / "metrics.jsonl"), ""
         shutil.rmtree(out, ignore_errors=True)  # a half-written attempt
         base = str(self.policy.current.hf_dir)
-        dataset = build_dataset(data, load_tokenizer(base), max_length=s.max_length)
+        config = train_config(s, out, work.name)
+        dataset = dataset_for(config, data, load_tokenizer(base))
         if not dataset.examples:
             return None, {}, "no task had runs with different rewards: nothing to learn, model kept"
-        config = TrainConfig(
-            algo=s.algo, lr=s.lr, epochs=1, max_steps=s.steps,
-            lora=LoraSettings(r=s.lora_r, alpha=2 * s.lora_r), max_length=s.max_length,
-            temperature=LOCAL_TEMPERATURE, output_dir=str(out), run_name=work.name,
-        )  # fmt: skip
         started = time.time()
         result = train(config, data, base, dataset=dataset)
         metrics = mean_metrics(result.metrics_path) | {"train_s": round(time.time() - started, 1)}
         return result.final_dir, metrics, ""
+
+
+def train_config(settings: FinetuneSettings, output_dir: Path, run_name: str) -> Any:
+    """The trainer's config for one step (raises ConfigError for a bad algorithm or setting)."""
+    from tapo_backend.config import LoraSettings, TrainConfig
+
+    s = settings
+    return TrainConfig(
+        algo=s.algo, lr=s.lr, epochs=1, max_steps=s.steps, lora=LoraSettings(r=s.lora_r, alpha=2 * s.lora_r),
+        max_length=s.max_length, temperature=LOCAL_TEMPERATURE, output_dir=str(output_dir), run_name=run_name,
+    )  # fmt: skip

@@ -173,7 +173,7 @@ def online_train(
     """Run (or resume) an online training run in `run_dir`; returns one row per iteration. No new
     iteration starts after `deadline` (a `time.time()` value)."""
     from recreate.sandbox import get_sandbox
-    from tapo_backend.data import build_dataset
+    from tapo_backend.data import dataset_for
     from tapo_backend.trainer import load_tokenizer, train
 
     sandbox = get_sandbox(sandbox) if isinstance(sandbox, str) else sandbox
@@ -205,7 +205,8 @@ def online_train(
                     policy_index=version.index, config=config, sandbox=sandbox,
                 )  # fmt: skip
                 batch = replay_batch(run_dir, iteration, version.index, config.max_staleness)
-                dataset = build_dataset(batch, tokenizer, max_length=config.max_length)
+                train_config = _train_config(config, run_dir / "train" / f"it-{iteration:03d}", iteration)
+                dataset = dataset_for(train_config, batch, tokenizer)
                 fresh = {t.trajectory_id for t in rollouts}
                 row = IterationRow(
                     iteration, version.name, 0.0, (0.0, 0.0),
@@ -215,10 +216,7 @@ def online_train(
                     logprob_mismatch=logprob_mismatch(dataset, version.hf_dir, fresh),
                 )  # fmt: skip
                 if dataset.examples:
-                    result = train(
-                        _train_config(config, run_dir / "train" / f"it-{iteration:03d}", iteration),
-                        batch, str(version.hf_dir), dataset=dataset,
-                    )  # fmt: skip
+                    result = train(train_config, batch, str(version.hf_dir), dataset=dataset)
                     row.metrics = mean_metrics(result.metrics_path)
                     version = policy.publish(result.final_dir)
                 else:

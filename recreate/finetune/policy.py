@@ -73,12 +73,14 @@ class ServedPolicy:
             }
             for v in self.versions
         ]
-        (self.root / "versions.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
+        tmp = self.root / "versions.json.tmp"  # a kill mid-write must not leave a torn index
+        tmp.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+        tmp.replace(self.root / "versions.json")
 
     def publish(self, adapter_dir: Path) -> PolicyVersion:
         """Fold a LoRA adapter trained on the current version into a new version and serve it."""
         index = self.current.index + 1
-        name = f"{self.base_name}+ft{index}-{adapter_digest(adapter_dir)}"
+        name = f"{self.base_name}+ft{index}-{adapter_digest(adapter_dir, parent=self.current.name)}"
         hf_dir, gguf = self.root / f"v{index}", self.root / f"v{index}.gguf"
         state = merge_adapter(self.current.hf_dir, adapter_dir, hf_dir)
         export_gguf(state, self.template, gguf, name=name)
@@ -142,11 +144,17 @@ class ServedPolicy:
         self.stop()
 
 
-def adapter_digest(adapter_dir: Path) -> str:
-    """The first 8 hex digits of the sha256 of an adapter's weight files."""
-    digest = hashlib.sha256()
-    for file in sorted(Path(adapter_dir).glob("*.safetensors")) or sorted(Path(adapter_dir).glob("*.bin")):
-        digest.update(file.read_bytes())
+def adapter_digest(adapter_dir: Path, *, parent: str) -> str:
+    """8 hex digits of the sha256 of what the merged weights are made of: the parent version, the
+    adapter's config and its weight files."""
+    adapter_dir = Path(adapter_dir)
+    weights = sorted(adapter_dir.glob("*.safetensors")) or sorted(adapter_dir.glob("*.bin"))
+    if not weights:
+        raise ValueError(f"{adapter_dir}: no adapter weights (*.safetensors or *.bin) to publish")
+    digest = hashlib.sha256(parent.encode())
+    for file in [adapter_dir / "adapter_config.json", *weights]:
+        if file.is_file():
+            digest.update(file.read_bytes())
     return digest.hexdigest()[:8]
 
 

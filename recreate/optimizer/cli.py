@@ -284,6 +284,13 @@ def _finetuned_models(
 
     if optimizer == LOCAL_SPEC:
         console.print(LOCAL_NOTICE.format(name=EMBEDDED_NAME, roles="agent and optimizer"))
+    from recreate.finetune.evolve_step import train_config
+    from tapo_backend.config import ConfigError
+
+    try:  # a bad algorithm or setting fails now, not after K rounds of paid work
+        train_config(settings, run_dir / "finetune", "check")
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc), param_hint=["--finetune-algo"]) from exc
     policy = stack.enter_context(ServedPolicy(home, run_dir / "policy", parallel=concurrency))
     console.print(
         f"fine-tuning every {settings.every} round(s): the agent samples from {policy.current.name} "

@@ -136,7 +136,10 @@ class ReCreateOptimizer:
             "run_id": run_id,
             "seed_ref": seed_ref,
             "domain": domain.name,
-            "agent_model": _model_spec(self.agent_model, port=False),
+            # a fine-tuning run names its base: the served version changes as the run goes on
+            "agent_model": self.finetune.policy.base_name
+            if self.finetune
+            else _model_spec(self.agent_model, port=False),
             "optimizer_model": _model_spec(self.optimizer_model, port=False),
             "evolve": _jsonable(self.config),
             **({"finetune": _jsonable(self.finetune.settings)} if self.finetune else {}),

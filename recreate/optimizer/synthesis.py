@@ -27,13 +27,17 @@ from recreate.scaffold import apply as apply_ops
 
 
 def scaffold_size(s: Scaffold) -> int:
-    """Characters the agent reads or runs: prompt, template, rules, memory, tools."""
+    """Characters the agent reads or runs: prompt, template, rules, memory, tools, worked examples."""
     return (
         len(s.system_prompt)
         + len(s.instance_template)
         + sum(len(r.text) for r in s.rules)
         + sum(len(m.title) + len(m.content) for m in s.memory)
         + sum(len(t.description) + len(t.code) for t in s.tools)
+        + sum(
+            len(e.task) + sum(len(x.command or "") + len(x.output) + len(x.submit or "") for x in e.steps)
+            for e in s.examples
+        )
     )
 
 

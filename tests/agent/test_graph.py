@@ -322,6 +322,19 @@ def test_the_marker_submits_only_as_the_first_line_of_bash_output(openai_server,
     assert out["submission"] == "line one\nline two"
 
 
+def test_a_failed_or_empty_marked_command_is_not_an_answer(openai_server, bwrap, tmp_path):
+    openai_server.enqueue(
+        text("```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; cat no-such-file\n```"),
+        text("```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```"),
+        text("```submit\n42\n```"),
+    )
+    out = _agent(openai_server, bwrap, tmp_path, action_format="text").invoke({"task": "Answer"})
+    assert out["submission"] == "42" and out["steps"] == 3
+    replies = [r["messages"][-1]["content"] for r in openai_server.requests[1:]]
+    assert "Not submitted: the command failed" in replies[0]
+    assert "Not submitted: nothing followed" in replies[1]
+
+
 def test_an_output_too_long_to_keep_is_not_submitted_by_the_marker(openai_server, bwrap, tmp_path):
     openai_server.enqueue(
         text("```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; yes | head -c 200000\n```"),

@@ -44,7 +44,9 @@ def test_bad_input_is_reported(tmp_path, tasks_file):
     bad.write_text('{"id": "a", "task": "t"}\nnot json\n')
     with pytest.raises(DomainDataError, match="bad.jsonl:2: not valid JSON"):
         get_domain("jsonl", data=bad)
-    with pytest.raises(UnknownDomainError, match="unknown domain 'nope'; known domains: math, ds1000, repo, jsonl"):
+    with pytest.raises(
+        UnknownDomainError, match="unknown domain 'nope'; known domains: math, ds1000, repo, jsonl"
+    ):
         get_domain("nope", data=tasks_file)
     with pytest.raises(UnknownDomainError, match="takes no option.*colour"):
         get_domain("jsonl", data=tasks_file, colour="red")

@@ -50,7 +50,9 @@ def agent(body: dict[str, Any]) -> Reply:
         return tool_call("bash", {"command": "python -m pytest -q -x -p no:cacheprovider 2>&1 | tail -2"})
     if turn == 1 and "Answer in lowercase." in system:
         return tool_call("bash", {"command": f"git apply <<'RECREATE_EOF'\n{fix}RECREATE_EOF"})
-    return tool_call("bash", {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; git diff"})
+    return tool_call(
+        "bash", {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; git add -A && git diff --cached"}
+    )
 
 
 def evolve_args(home, url: str | None, *extra: str, data=EXAMPLES) -> list[str]:

@@ -96,3 +96,14 @@ def test_repeated_output_lines_are_counted_not_repeated() -> None:
     assert collapse_repeats("a\na\nb") == "a\na\nb"
     text = render(long_trajectory("t-long"), "steps(16,16)", 2000)
     assert "line  [×400]" in text
+
+
+def test_the_task_statement_is_the_real_task_not_a_worked_example() -> None:
+    from recreate.experience.digest import task_statement
+
+    traj = make_trajectory("t-ex", task_text="Sum the first ten primes.")
+    traj.messages[1:1] = [
+        {"role": "user", "content": "What is 3 + 4?", "name": "example"},
+        {"role": "assistant", "content": "```bash\necho 7\n```", "name": "example"},
+    ]
+    assert task_statement(traj) == "Sum the first ten primes."

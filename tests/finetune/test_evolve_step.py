@@ -60,6 +60,8 @@ def test_the_loop_fine_tunes_the_agent_model_and_gates_the_new_version(
         )  # fmt: skip
         result = opt.optimize(seed=_scaffold(), domain=domain, trainset=train, valset=val, run_id="ft-run")
         served = policy.server.info.model
+        again = opt.optimize(seed=_scaffold(), domain=domain, trainset=train, valset=val, run_id="ft-run")
+    assert again.final_model == result.final_model  # resumable whichever version the run ended on
 
     assert result.finished and len(result.models) == 1
     entry = result.models[0]

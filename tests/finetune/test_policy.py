@@ -74,3 +74,18 @@ def test_a_published_adapter_is_served_under_a_new_version(hf_model, tmp_path):
         reopened.rollback(hf_model.name)
         assert reopened.server.info.model == hf_model.name and not version.hf_dir.exists()
     assert [v.name for v in ServedPolicy(home, tmp_path / "policy").versions] == [hf_model.name]
+
+
+def test_a_version_name_says_which_weights_it_serves(tmp_path):
+    from recreate.finetune.policy import adapter_digest
+
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    with pytest.raises(ValueError, match="no adapter weights"):
+        adapter_digest(adapter, parent="base")
+    (adapter / "adapter_model.safetensors").write_bytes(b"weights")
+    (adapter / "adapter_config.json").write_text('{"r": 4}')
+    first = adapter_digest(adapter, parent="base")
+    assert first == adapter_digest(adapter, parent="base") != adapter_digest(adapter, parent="base+ft1-x")
+    (adapter / "adapter_config.json").write_text('{"r": 8}')  # same weights, another rank: other weights
+    assert adapter_digest(adapter, parent="base") != first

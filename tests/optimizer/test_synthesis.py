@@ -102,3 +102,13 @@ def test_memory_votes_are_kept_when_the_patch_is_empty(recreate_home):
     assert gated["history"][0]["accepted"] and "votes only" in gated["history"][0]["reason"]  # no rollouts
     assert scaffolds.head("minimal").ref == gated["current"]
     assert scaffolds.load(gated["current"]).memory[0].helpful == 1
+
+
+def test_worked_examples_count_in_the_scaffold_size():
+    from recreate.optimizer.synthesis import scaffold_size
+    from recreate.scaffold.model import Example
+
+    seed = load_scaffold(Path(__file__).resolve().parents[2] / "scaffolds" / "minimal")
+    example = Example(task="What is 3 + 4?", steps=[{"command": "echo 7", "output": "7"}, {"submit": "7"}])
+    with_example = seed.model_copy(update={"examples": [example]})
+    assert scaffold_size(with_example) == scaffold_size(seed) + len("What is 3 + 4?") + len("echo 7") + 2
