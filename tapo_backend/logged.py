@@ -30,8 +30,9 @@ def model_turn(message: dict[str, Any]) -> bool:
     return message.get("role") == "assistant" and message.get("name") != EXAMPLE_NAME
 
 
-def logged_turns(traj: Trajectory) -> dict[int, tuple[list[int], list[float] | None]]:
-    """message index -> (token ids, logprobs) for the assistant turns the endpoint returned tokens for."""
+def logged_turns(traj: Trajectory) -> dict[int, tuple[list[int], list[float] | None, bool]]:
+    """message index -> (token ids, logprobs, cut) for the assistant turns the endpoint returned tokens
+    for; `cut` when the endpoint stopped the turn at its token cap (no stop token was generated)."""
     steps = [s for s in traj.steps if s.token_ids]
     if any(s.message_index is None for s in steps):
         assistant = [i for i, m in enumerate(traj.messages) if model_turn(m)]
@@ -50,7 +51,7 @@ def logged_turns(traj: Trajectory) -> dict[int, tuple[list[int], list[float] | N
             raise DataError(
                 f"step {step.index}: {len(step.token_ids)} token ids but {len(step.logprobs)} logprobs"
             )
-        turns[index] = (list(step.token_ids), step.logprobs)
+        turns[index] = (list(step.token_ids), step.logprobs, step.finish_reason == "length")
     return turns
 
 
@@ -104,6 +105,7 @@ def read_turn(
     turn_text: str,
     ids: list[int],
     logprobs: list[float] | None,
+    cut: bool,
     on_mismatch: str,
     encode: Any,
 ) -> LoggedTurn | None:
@@ -111,14 +113,15 @@ def read_turn(
 
     `turn_text` is the template's rendering of the assistant message (its text and end-of-turn glue).
     A stop token the server emitted but left out of the returned ids (it ended the turn, the template
-    renders it) is a generated token: it keeps mask 1, with an unlogged log-prob.
+    renders it) is a generated token: it keeps mask 1, with an unlogged log-prob. A turn `cut` at the
+    token cap generated no stop token: the one the template renders after it is environment text.
     """
     lps = list(logprobs) if logprobs is not None else [UNLOGGED] * len(ids)
     decoded = tokenizer.decode(ids, skip_special_tokens=False)
     if turn_text.startswith(decoded):
         tail = turn_text[len(decoded) :]
         stops = stop_token_ids(tokenizer)
-        if not (ids and ids[-1] in stops):
+        if not cut and not (ids and ids[-1] in stops):
             glue = encode(tail)
             if glue and glue[0] in stops:
                 stop_text = tokenizer.decode(glue[:1], skip_special_tokens=False)

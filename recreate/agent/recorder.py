@@ -110,6 +110,7 @@ def step_record(
     base_url: str | None = None,
 ) -> Step:
     token_ids, logprobs = _token_ids_and_logprobs(message)
+    finish_reason = (message.response_metadata or {}).get("finish_reason")
     return Step(
         index=index,
         usage=usage_of(
@@ -118,6 +119,7 @@ def step_record(
         token_ids=token_ids,
         logprobs=logprobs,
         message_index=message_index,
+        finish_reason=str(finish_reason) if finish_reason is not None else None,
         started_at=started_at,
     )
 

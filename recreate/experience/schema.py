@@ -82,6 +82,7 @@ class Step(_Model):
     token_ids: list[int] | None = None  # completion token ids, when the endpoint returned them
     logprobs: list[float] | None = None  # per completion token
     message_index: int | None = None  # index of the assistant message in `messages`
+    finish_reason: str | None = None  # the endpoint's: "stop", "length" (cut at the token cap), ...
     started_at: str | None = None
     error: str | None = None
 

@@ -271,6 +271,15 @@ def test_each_model_call_of_a_seeded_run_samples_with_its_own_seed(openai_server
     assert load_trajectory(out["trajectory_path"]).seed == 5  # the run's seed is what the log records
 
 
+def test_each_step_records_why_the_endpoint_ended_the_reply(openai_server, bwrap, tmp_path):
+    openai_server.enqueue(
+        text("```bash\necho $((1 +", finish_reason="length"), text("```submit\n2\n```", finish_reason="stop")
+    )
+    out = _agent(openai_server, bwrap, tmp_path, action_format="text").invoke({"task": "1 + 1?"})
+    steps = load_trajectory(out["trajectory_path"]).steps
+    assert [s.finish_reason for s in steps] == ["length", "stop"]  # a cut reply generated no stop token
+
+
 EXAMPLES = [
     {"task": "What is 3 + 4?", "steps": [{"command": "echo $((3 + 4))", "output": "7"}, {"submit": "7"}]},
     {"task": "What is 2 + 2?", "steps": [{"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; echo 4"}]},

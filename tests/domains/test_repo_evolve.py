@@ -38,7 +38,8 @@ def _content(message: dict[str, Any]) -> str:
 
 def agent(body: dict[str, Any]) -> Reply:
     """Run the tests, apply the fix (only once the scaffold has the `lower` rule the optimizer's script
-    proposes after a failure), submit the workspace's `git diff` by the submit marker, as the seed says."""
+    proposes after a failure; before that, an edit that fixes nothing), submit the workspace's `git diff`
+    by the submit marker, as the seed says."""
     messages = body["messages"]
     system = _content(messages[0])
     if "ReCreate-Agent" in system or "synthesis agent" in system:
@@ -50,6 +51,9 @@ def agent(body: dict[str, Any]) -> Reply:
         return tool_call("bash", {"command": "python -m pytest -q -x -p no:cacheprovider 2>&1 | tail -2"})
     if turn == 1 and "Answer in lowercase." in system:
         return tool_call("bash", {"command": f"git apply <<'RECREATE_EOF'\n{fix}RECREATE_EOF"})
+    if turn == 1:  # no idea yet: an edit that fixes nothing (an empty diff is never submitted)
+        path = re.search(r"^diff --git a/(\S+)", fix, re.M).group(1)
+        return tool_call("bash", {"command": f"echo '# looked here' >> {path}"})
     return tool_call(
         "bash", {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; git add -A && git diff --cached"}
     )

@@ -7,6 +7,7 @@ them); the acceptance test at the end runs the real vLLM CPU build with the embe
 from __future__ import annotations
 
 import json
+import math
 import socket
 import subprocess
 import sys
@@ -244,7 +245,7 @@ def _rollouts(base_url: str, model: str, tmp_path: Path, seeds: range) -> list:
 
 
 def _mean_abs_logprob_gap(examples, model) -> float:
-    """Mean |logprob_vLLM - logprob_trainer| over the generated tokens (the trainer's forward pass)."""
+    """Mean |logprob_vLLM - logprob_trainer| over the generated tokens vLLM logged (the trainer's forward)."""
     from accelerate import Accelerator
 
     from tapo_backend.trainer import fill_logprobs
@@ -254,7 +255,7 @@ def _mean_abs_logprob_gap(examples, model) -> float:
         abs(served - trained)
         for e in examples
         for served, trained, is_model in zip(e.behaviour_logprobs, e.iteration_logprobs, e.mask, strict=True)
-        if is_model
+        if is_model and not math.isnan(served)  # a token the server did not log has nothing to compare
     ]
     return sum(gaps) / len(gaps)
 

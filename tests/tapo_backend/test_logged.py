@@ -72,6 +72,18 @@ def test_the_stop_token_the_server_left_out_of_its_ids_keeps_mask_1(tokenizer) -
     assert tokenizer.decode(example.input_ids) == full
 
 
+def test_a_turn_cut_at_the_token_cap_generated_no_stop_token(tokenizer) -> None:
+    traj = synthetic_trajectory(2, "A", tokenizer=tokenizer, logprob=-0.5)
+    for step in traj.steps:  # ended by max_tokens: the template still renders the end of the turn
+        step.token_ids, step.logprobs = step.token_ids[:-1], step.logprobs[:-1]
+        step.finish_reason = "length"
+    example = tokenize_trajectory(traj, tokenizer)
+    positions = model_positions(example)
+    assert not any(example.input_ids[i] == tokenizer.eos_token_id for i in positions)
+    assert not example.needs_model_logprobs  # every model token is a logged one
+    assert tokenizer.decode(example.input_ids) == tokenizer.apply_chat_template(traj.messages, tokenize=False)
+
+
 def test_one_turn_without_logprobs_keeps_the_others(tokenizer) -> None:
     traj = synthetic_trajectory(3, "A", tokenizer=tokenizer, logprob=-0.75)
     traj.steps[1].logprobs = None
