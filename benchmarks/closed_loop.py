@@ -37,6 +37,7 @@ sys.path.insert(0, str(REPO))
 
 from recreate.domains import get_domain  # noqa: E402
 from recreate.finetune.online import OnlineConfig, online_train  # noqa: E402
+from recreate.finetune.policy import LORA_LR  # noqa: E402
 from recreate.scaffold import Scaffold, load_scaffold  # noqa: E402
 from recreate.scaffold.model import Example, ExampleStep  # noqa: E402
 
@@ -135,7 +136,7 @@ def main() -> None:
     parser.add_argument("--tasks-per-iteration", type=int, default=8)
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--steps", type=int, default=4, help="optimizer steps per iteration")
-    parser.add_argument("--lr", type=float, default=2e-5)
+    parser.add_argument("--lr", type=float, default=LORA_LR)
     parser.add_argument("--eval-seeds", type=int, default=2)
     parser.add_argument("--reply-tokens", type=int, default=64, help="cap per model reply")
     parser.add_argument("--seed", type=int, default=0)

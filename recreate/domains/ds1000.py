@@ -29,6 +29,7 @@ from recreate.domains.ds1000_env import MPL_CACHE, default_env_path, env_python,
 from recreate.domains.ds1000_judge import CheckerServer, imported_modules
 from recreate.domains.splits import SplitPlan
 from recreate.sandbox.base import Result, Sandbox, SandboxSpec
+from recreate.sandbox.shell import DEFAULT_PATH
 
 REQUIRED_FIELDS = ("prompt", "reference_code", "metadata", "code_context")
 WORKDIR = "/workspace"
@@ -172,6 +173,14 @@ class DS1000Domain(TaskFileDomain):
             cpu_seconds=int(self.timeout) + 30,
             max_file_mb=max_file_mb,
         )
+
+    def agent_spec(self) -> SandboxSpec:
+        """The agent's sandbox: the pinned libraries read-only and first on PATH, so the agent runs its
+        solution the way it is judged."""
+        if self.env is None or not self.env.is_dir():
+            return SandboxSpec()
+        variables = {"PATH": f"{self.env}/bin:{DEFAULT_PATH}", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
+        return SandboxSpec(ro_binds=((str(self.env), str(self.env)),), env=variables, memory_mb=4096)
 
     def _home_files(self) -> dict[str, bytes]:
         files: dict[str, bytes] = {}

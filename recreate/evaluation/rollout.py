@@ -36,7 +36,6 @@ from recreate.models import UsageLedger
 from recreate.redact import redact
 from recreate.sandbox import fresh_session
 from recreate.sandbox.base import Sandbox, SandboxSpec
-from recreate.sandbox.shell import DEFAULT_PATH
 from recreate.scaffold import Scaffold, load_scaffold
 
 log = logging.getLogger(__name__)
@@ -49,16 +48,10 @@ SEEDING = 2
 
 
 def agent_sandbox_spec(domain: Domain) -> SandboxSpec:
-    """The sandbox the agent works in. A domain may define `agent_spec()`; a DS-1000 agent gets the
-    pinned library environment (read-only, first on PATH) to run its solution the way it is judged."""
+    """The sandbox the agent works in: the domain's `agent_spec()` where it defines one (e.g. the
+    libraries its solutions are judged with), else the default."""
     spec = getattr(domain, "agent_spec", None)
-    if callable(spec):
-        return spec()
-    env = getattr(domain, "env", None) if domain.name == "ds1000" else None
-    if env is not None and Path(env).is_dir():
-        variables = {"PATH": f"{env}/bin:{DEFAULT_PATH}", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
-        return SandboxSpec(ro_binds=((str(env), str(env)),), env=variables, memory_mb=4096)
-    return SandboxSpec()
+    return spec() if callable(spec) else SandboxSpec()
 
 
 class RolloutCache:

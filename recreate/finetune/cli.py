@@ -22,7 +22,7 @@ def finetune_command(
     versions: str = typer.Option(None, "--versions", help="Only logs of these scaffold versions (v1,v2)."),
     algo: str = typer.Option("tapo", "--algo", help="tapo, grpo, dapo, dr_grpo, gspo, gspo_token, cumprod."),
     steps: int = typer.Option(20, "--steps", min=1, help="Optimizer steps."),
-    lr: float = typer.Option(2e-5, "--lr"),
+    lr: float = typer.Option(None, "--lr", help="Adam learning rate of the LoRA [default: 1e-4]."),
     lora_r: int = typer.Option(16, "--lora-r", min=1),
     min_group_size: int = typer.Option(2, "--min-group-size", min=1),
     val_seeds: int = typer.Option(2, "--val-seeds", min=1, help="Evaluation runs per validation task."),
@@ -44,8 +44,8 @@ def finetune_command(
     dom = get_domain(domain, data=data, **({"evaluator": evaluator} if evaluator else {}))
     report = finetune(
         run_dir=run_dir, home=settings.home, scaffold=load_scaffold(scaffold_dir), domain=dom,
-        val_tasks=dom.tasks("val")[:val_limit], algo=algo, steps=steps, lr=lr, lora_r=lora_r,
-        min_group_size=min_group_size, val_seeds=val_seeds,
+        val_tasks=dom.tasks("val")[:val_limit], algo=algo, steps=steps, lora_r=lora_r,
+        min_group_size=min_group_size, val_seeds=val_seeds, **({"lr": lr} if lr is not None else {}),
         versions=set(versions.split(",")) if versions else None, sandbox=settings.sandbox, log=console.print,
     )  # fmt: skip
     table = Table(title=f"fine-tuned {report.policy} from {report.selected} trajectories of {run}")

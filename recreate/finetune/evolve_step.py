@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from recreate.finetune.online import mean_metrics
-from recreate.finetune.policy import ServedPolicy
+from recreate.finetune.policy import LORA_LR, ServedPolicy
 from recreate.local import LOCAL_TEMPERATURE
 from recreate.optimizer.gate import paired_gate
 
@@ -38,7 +38,7 @@ class FinetuneSettings:
     every: int  # rounds of scaffold evolution between two fine-tuning steps
     algo: str = "tapo"
     steps: int = 8  # optimizer steps per fine-tuning step
-    lr: float = 2e-5
+    lr: float = LORA_LR
     lora_r: int = 16
     group_size: int = 4  # runs per training task, the groups of the group-relative advantage
     max_length: int = 1024

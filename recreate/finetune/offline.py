@@ -23,7 +23,7 @@ from recreate.domains.base import Domain, Task
 from recreate.evaluation.metrics import bootstrap_ci
 from recreate.experience.schema import Trajectory, load_trajectory
 from recreate.finetune.online import OnlineConfig, pass_at_1, run_rollouts
-from recreate.finetune.policy import ServedPolicy
+from recreate.finetune.policy import LORA_LR, ServedPolicy
 from recreate.scaffold import Scaffold
 
 
@@ -131,7 +131,7 @@ def finetune(
     val_tasks: list[Task],
     algo: str = "tapo",
     steps: int = 20,
-    lr: float = 2e-5,
+    lr: float = LORA_LR,
     lora_r: int = 16,
     min_group_size: int = 2,
     val_seeds: int = 2,

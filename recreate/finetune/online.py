@@ -26,7 +26,7 @@ from typing import Any
 from recreate.domains.base import Domain, Task
 from recreate.evaluation.metrics import bootstrap_ci
 from recreate.experience.schema import Trajectory
-from recreate.finetune.policy import ServedPolicy
+from recreate.finetune.policy import LORA_LR, ServedPolicy
 from recreate.local import LOCAL_TEMPERATURE, ServerInfo, local_agent_options
 from recreate.scaffold import Scaffold
 
@@ -38,7 +38,7 @@ class OnlineConfig:
     group_size: int = 4
     max_staleness: int = 0  # policy versions behind the current one that may be replayed
     algo: str = "tapo"
-    lr: float = 2e-5
+    lr: float = LORA_LR
     lora_r: int = 16
     steps_per_iteration: int = 4
     micro_batch_size: int = 4

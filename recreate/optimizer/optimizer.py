@@ -23,6 +23,7 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph.state import CompiledStateGraph
 
+from recreate.agent.factory import resolve_sandbox
 from recreate.config import load_settings
 from recreate.domains.base import Domain, Task
 from recreate.experience.schema import Trajectory
@@ -89,7 +90,7 @@ class ReCreateOptimizer:
         self.optimizer_model, self.agent_model = optimizer_model, agent_model
         self.agent_options = agent_options or {}
         self.finetune = finetune
-        self.sandbox = _sandbox(sandbox)
+        self.sandbox = resolve_sandbox(sandbox)
         self.experience = experience if experience is not None else _experience(self.settings)
         self.scaffolds = ScaffoldStore(self.settings.home / "scaffolds")
 
@@ -308,14 +309,6 @@ def _model_spec(model: str | BaseChatModel, *, port: bool = True) -> str:
 def _proposal_brief(result: dict[str, Any]) -> dict[str, Any]:
     p = result.get("proposal") or {}
     return {"proposal_status": p.get("status"), "cause": p.get("cause"), "n_ops": len(p.get("ops", []))}
-
-
-def _sandbox(sandbox: Any) -> Any:
-    if isinstance(sandbox, str):
-        from recreate.sandbox import get_sandbox
-
-        return get_sandbox(sandbox)
-    return sandbox
 
 
 def _experience(settings: Any) -> Any:

@@ -1,4 +1,6 @@
 import json
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -249,3 +251,25 @@ def test_the_expected_answer_is_nowhere_the_solution_can_read(toy_domain, bwrap,
     )
     evaluation = toy_domain.evaluate(_toy(toy_domain, 1), search, bwrap)
     assert "RuntimeError: FOUND []" in evaluation.feedback, evaluation.feedback
+
+
+def test_the_agent_runs_the_pinned_libraries_read_only_and_first_on_path(bwrap, tmp_path):
+    from recreate.sandbox import fresh_session
+
+    data = _write_problem(tmp_path / "one.jsonl")
+    assert get_domain("ds1000", data=data, env=tmp_path / "absent").agent_spec().ro_binds == ()
+    env = Path(tempfile.mkdtemp(prefix="recreate-fake-env-"))  # a path the sandbox uid can read
+    try:
+        env.chmod(0o755)
+        (env / "bin").mkdir(mode=0o755)
+        python = env / "bin" / "python"
+        python.write_text("#!/bin/sh\necho pinned-python\n")
+        python.chmod(0o755)
+        domain = get_domain("ds1000", data=data, env=env)
+        with fresh_session(bwrap, domain.agent_spec()) as session:
+            ran = session.run("python; echo $MPLBACKEND", timeout=30)
+            assert ran.stdout.split() == ["pinned-python", "Agg"], ran
+            assert not session.run(f"touch {env}/bin/forged", timeout=30).ok
+        assert not (env / "bin" / "forged").exists()
+    finally:
+        shutil.rmtree(env)
