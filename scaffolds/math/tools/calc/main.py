@@ -1,12 +1,31 @@
 """calc: exact arithmetic. Args: {"expression": "..."}; prints the value (fractions stay exact)."""
+
 import ast
 import json
 import math
 import sys
 from fractions import Fraction
 
-ALLOWED = {name: getattr(math, name) for name in ("sqrt", "floor", "ceil", "factorial", "comb", "perm", "gcd",
-                                                    "lcm", "log", "exp", "sin", "cos", "tan", "pi", "e")}
+ALLOWED = {
+    name: getattr(math, name)
+    for name in (
+        "sqrt",
+        "floor",
+        "ceil",
+        "factorial",
+        "comb",
+        "perm",
+        "gcd",
+        "lcm",
+        "log",
+        "exp",
+        "sin",
+        "cos",
+        "tan",
+        "pi",
+        "e",
+    )
+}
 
 
 def exact_div(a, b):
