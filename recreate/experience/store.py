@@ -380,9 +380,8 @@ class ExperienceStore:
 
 def open_store(settings: Settings, **options: Any) -> ExperienceStore:
     """The store under `<home>/experience`, with the configured embedding and Chroma server (if any)."""
-    return ExperienceStore(
-        settings.home / "experience", embedding=settings.embedding, chroma_url=settings.chroma_url, **options
-    )
+    options.setdefault("embedding", settings.embedding)
+    return ExperienceStore(settings.home / "experience", chroma_url=settings.chroma_url, **options)
 
 
 __all__ = [

@@ -38,3 +38,17 @@ def test_a_runtime_is_checked_and_old_persisted_configs_still_load() -> None:
     assert old.runtime == "onnx-fp32" and old.get_config() == {"device": "cpu", "runtime": "onnx-fp32"}
     with pytest.raises(ValueError, match="unknown MiniLM variant"):
         minilm_onnx.export(Path("unused"), "int4")
+
+
+@pytest.mark.slow
+def test_threads_choose_the_runtimes_threads_and_not_the_vectors(minilm_models: Path) -> None:
+    from recreate.experience.embeddings import _model, make_embedding
+
+    default = MiniLMEmbedding(cache_dir=minilm_models)
+    bulk = MiniLMEmbedding(cache_dir=minilm_models, threads=2)
+    assert np.array_equal(np.asarray(default(TEXTS)), np.asarray(bulk(TEXTS)))
+    for threads, expected in ((2, 2), (None, minilm_onnx.default_threads())):
+        options = _model("onnx-fp32", "cpu", minilm_models, threads).session.get_session_options()
+        assert options.intra_op_num_threads == expected
+    assert make_embedding("minilm", threads=3).threads == 3
+    assert bulk.get_config() == default.get_config()  # an index does not record how it was built

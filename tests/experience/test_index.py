@@ -132,6 +132,11 @@ def test_server_mode_uses_the_http_client(tmp_path: Path, chroma_server: str) ->
     assert server_view.get_collection(store.index.collection_name("steps")).count() == 3 + 4
     assert store.search("division by zero", k=1)[0].trajectory_id == "t-srv"
     assert store.verify().ok
+    # every server search is an HNSW search: its graph is built for recall; an embedded one keeps defaults
+    hnsw = server_view.get_collection(store.index.collection_name("steps")).configuration["hnsw"]
+    assert (hnsw["max_neighbors"], hnsw["ef_construction"], hnsw["ef_search"]) == (48, 400, 400)
+    embedded = ExperienceStore(tmp_path / "local", embedding="hash")
+    assert embedded.index.collection("steps").configuration["hnsw"]["max_neighbors"] == 16
 
 
 @pytest.mark.parametrize("brute_force_limit", [1000, 0])  # 0: filter the nearest ids first
