@@ -45,8 +45,8 @@ MEMORY_FILTER_KEYS = ("scaffold_name", "tag")
 BRUTE_FORCE_LIMIT = 1000  # filtered search: score the matching documents exactly when this few
 # With a server every search is an HNSW search: a denser graph, built and searched wider, for recall among
 # near-duplicate steps (10k steps: recall@10 vs exact 0.82 -> 0.95, 0.76 at 100k; ingest 1,232 -> 986
-# steps/s with the hash embedding, benchmarks/experience.py --chroma-url). Embedded indexes are scanned exactly up to
-# `exact_limit` and keep Chroma's cheaper defaults. Existing collections keep the settings they had.
+# steps/s with the hash embedding, benchmarks/experience.py --chroma-url). Embedded indexes are scanned
+# exactly up to `exact_limit` and keep Chroma's cheaper defaults. Existing collections keep theirs.
 SERVER_HNSW = {"space": "cosine", "ef_construction": 400, "max_neighbors": 48, "ef_search": 400}
 OVERFETCH = 20  # candidates per hit asked of HNSW (which then searches with ef >= that many)
 # Up to this many vectors a search scores every one exactly from the vector file (one pass over 100k:
