@@ -103,9 +103,12 @@ def print_report(report: SelfTestReport) -> None:
             f"{row['wrong_pass']}/{row['tasks']}",
         )
     console.print(table)
+    failures: dict[str, list[str]] = {}  # one line per reason: a missing setup fails every task alike
     for check in report.reference_failures:
-        feedback = " ".join(check.reference.feedback.split())[:300]
-        console.print(f"[yellow]reference failed[/] {check.task_id}: {feedback}", soft_wrap=True)
+        failures.setdefault(" ".join(check.reference.feedback.split())[:300], []).append(check.task_id)
+    for feedback, task_ids in failures.items():
+        shown = ", ".join(task_ids[:3]) + (f" and {len(task_ids) - 3} more" if len(task_ids) > 3 else "")
+        console.print(f"[yellow]reference failed[/] {shown}: {feedback}", soft_wrap=True)
     for check in report.false_passes:
         console.print(
             f"[red]wrong solution passed[/] {check.task_id}: {check.false_passes!r}", soft_wrap=True

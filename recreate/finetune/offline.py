@@ -139,11 +139,11 @@ def finetune(
     sandbox: Any = "bwrap",
     log=print,
 ) -> FinetuneReport:
-    from recreate.sandbox import get_sandbox
+    from recreate.agent.factory import resolve_sandbox
     from tapo_backend.config import LoraSettings, TrainConfig
     from tapo_backend.trainer import train
 
-    sandbox = get_sandbox(sandbox) if isinstance(sandbox, str) else sandbox
+    sandbox = resolve_sandbox(sandbox)
     selection = select_trajectories(run_dir, versions=versions)
     count, temperature = len(selection.files), selection.temperature
     log(f"selected {count} trajectories (T={temperature}); skipped {selection.skipped}")

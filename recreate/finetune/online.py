@@ -172,11 +172,14 @@ def online_train(
 ) -> list[IterationRow]:
     """Run (or resume) an online training run in `run_dir`; returns one row per iteration. No new
     iteration starts after `deadline` (a `time.time()` value)."""
-    from recreate.sandbox import get_sandbox
+    from transformers.utils import logging as hf_logging
+
+    from recreate.agent.factory import resolve_sandbox
     from tapo_backend.data import dataset_for
     from tapo_backend.trainer import load_tokenizer, train
 
-    sandbox = get_sandbox(sandbox) if isinstance(sandbox, str) else sandbox
+    hf_logging.disable_progress_bar()  # every iteration reloads weights: the loop shows its own progress
+    sandbox = resolve_sandbox(sandbox)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=1), encoding="utf-8")
     metrics_file = run_dir / "metrics.jsonl"

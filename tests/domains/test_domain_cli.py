@@ -132,3 +132,24 @@ def test_setup_and_script_are_fast_no_ops_on_a_ready_environment(ds1000_env):
         [str(REPO / "scripts" / "ds1000_env.sh"), str(ds1000_env)], capture_output=True, text=True, timeout=60
     )
     assert script.returncode == 0 and script.stdout.strip().splitlines()[-1] == str(ds1000_env)
+
+
+@pytest.mark.bwrap
+def test_selftest_says_a_reason_shared_by_every_task_once(bwrap, tmp_path):
+    context = 'exec_context = r"""\nimport numpy as np\na = test_input\n[insert]\n"""\n'
+    rows = [
+        {
+            "prompt": "p",
+            "reference_code": "result = a.sum()",
+            "metadata": {"problem_id": n, "library": "Numpy", "perturbation_origin_id": n},
+            "code_context": context,
+        }
+        for n in range(5)
+    ]
+    data = tmp_path / "ds.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    command = ["domain", "selftest", "ds1000", "--data", str(data), "-o", f"env={tmp_path / 'absent'}"]
+    result = runner.invoke(app, command)
+    assert result.exit_code == 1 and "reference_pass=0/5" in result.output, result.output
+    failed = [line for line in result.output.splitlines() if line.startswith("reference failed")]
+    assert len(failed) == 1 and "and 2 more" in failed[0] and "recreate domain setup ds1000" in failed[0]
