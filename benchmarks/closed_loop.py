@@ -22,7 +22,8 @@ final scores (same held-out tasks and seeds) is reported with its interval too.
 Measured 2026-12-04 (2 cores, `--minutes 90`, defaults otherwise, lr 1e-4): both algorithms 0.271
 [0.125, 0.417] -> 1.000 over 24 held-out tasks (paired +0.729 [+0.583, +0.875]) in 8 iterations of
 ~16 min per algorithm; after iteration 1 TAPO 0.854, GRPO 0.625; both 1.000 from iteration 3, so the
-final scores cannot separate them.
+final scores cannot separate them. TAPO at lr 2e-5 (the earlier default; `--algos tapo --lr 2e-5
+--minutes 45`): 0.417 / 0.479 / 0.542 after iterations 1-3, 0.917 after 8 (20.5 min).
 
     .venv/bin/python benchmarks/closed_loop.py [--minutes 45] [--iterations 8] [--algos tapo,grpo]
 """

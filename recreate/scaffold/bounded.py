@@ -48,9 +48,11 @@ class _Worker:
     def _read_line(self, timeout_s: float) -> str | None:
         """The worker's next line; None when none came within `timeout_s`, "" when it is gone."""
         assert self.proc.stdout is not None
+        poller = select.poll()  # not select(): it fails on descriptors past 1023, as a busy process has
+        poller.register(self.proc.stdout, select.POLLIN)
         deadline = time.monotonic() + timeout_s
         while (left := deadline - time.monotonic()) > 0:
-            if select.select([self.proc.stdout], [], [], left)[0]:
+            if poller.poll(left * 1000):
                 return self.proc.stdout.readline()
         return None
 

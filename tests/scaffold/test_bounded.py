@@ -122,3 +122,19 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_renders_in_a_process_with_more_than_1024_open_files():
+    script = (
+        "import os, resource\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))\n"
+        "held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]\n"
+        "from recreate.scaffold.bounded import render_bounded\n"
+        "print(render_bounded('ok {{ task }}', {'task': 't'}))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=root
+    )
+    assert done.returncode == 0 and done.stdout == "ok t\n", done.stderr[-2000:]
