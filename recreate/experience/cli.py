@@ -111,7 +111,7 @@ def import_command(
 ) -> None:
     """Import mini-swe-agent .traj.json, OpenAI chat JSONL, LangSmith exports or schema-v1 files."""
     batch = read_path(path, fmt, domain=domain)
-    # nothing else runs beside an import: the embedding takes every core (measured 1.8x over one)
+    # nothing else runs beside an import: the embedding takes every core (measured 1.6x over half of 2)
     settings = load_settings()
     store = _store(embedding=make_embedding(settings.embedding, threads=os.cpu_count()))
     with _progress() as progress:
