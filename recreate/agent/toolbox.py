@@ -17,6 +17,7 @@ from recreate.experience.schema import Observation
 from recreate.sandbox.base import Result, Session
 from recreate.scaffold.model import MemoryItem, Scaffold, Tool
 from recreate.scaffold.validate import install_tools
+from recreate.text import clip_middle
 
 # mini-swe-agent's convention: a command whose output starts with this line submits the rest of its output
 SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
@@ -85,21 +86,14 @@ def observation_of(result: Result) -> Observation:
     )
 
 
-def clip(text: str, limit: int = OBSERVATION_CHARS) -> str:
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n[... {len(text) - limit} characters elided ...]\n{text[-half:]}"
-
-
 def format_observation(result: Result, timeout: float) -> str:
     parts = [f"exit_code: {result.exit_code}"]
     if result.timed_out:
         parts.append(f"timed out after {timeout:g} s; the command was killed")
     if result.stdout:
-        parts.append("stdout:\n" + clip(result.stdout))
+        parts.append("stdout:\n" + clip_middle(result.stdout, OBSERVATION_CHARS))
     if result.stderr:
-        parts.append("stderr:\n" + clip(result.stderr))
+        parts.append("stderr:\n" + clip_middle(result.stderr, OBSERVATION_CHARS))
     if result.stdout_truncated or result.stderr_truncated:
         parts.append("(output was longer than the sandbox keeps; its middle was dropped)")
     return "\n".join(parts)

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from recreate.experience.schema import EXAMPLE_NAME, Step, Trajectory
+from recreate.text import clip_middle
 
 _EXCEPTION = re.compile(r"\b([A-Z][A-Za-z0-9_]*(?:Error|Exception|Exit|Interrupt))\b")
 _PATH = re.compile(
@@ -14,18 +15,6 @@ _PATH = re.compile(
     r"sh|js|ts|c|h|cpp|rs|go|java|html|css|sql|ipynb|png))\b"
 )
 _TEST_COMMAND = re.compile(r"\b(pytest|py\.test|unittest|tox|nox|npm test|go test|cargo test)\b")
-
-
-def truncate_middle(text: str, limit: int) -> str:
-    """Keep the head and tail of `text` within `limit` chars, marking how much was cut."""
-    if len(text) <= limit:
-        return text
-    if limit < 40:
-        return text[: max(limit - 1, 0)] + "…"
-    marker = f" …[{len(text) - limit} chars cut]… "
-    keep = max(limit - len(marker), 0)
-    head = keep // 2
-    return text[:head] + marker + text[len(text) - (keep - head) :]
 
 
 def one_line(text: str) -> str:
@@ -70,7 +59,7 @@ def observation_text(step: Step, limit: int = 1000) -> str:
         parts.append(obs.stdout)
     if obs.stderr:
         parts.append(f"[stderr] {obs.stderr}")
-    return truncate_middle(collapse_repeats("\n".join(parts)), limit)
+    return clip_middle(collapse_repeats("\n".join(parts)), limit)
 
 
 def error_type(step: Step) -> str:
@@ -161,12 +150,12 @@ def cap_observations(traj: Trajectory, limit: int, truncated: list[str]) -> Traj
             text = getattr(obs, name)
             if len(text) > limit:
                 truncated.append(f"{traj.trajectory_id} step {step.index}: {name} {len(text)} chars")
-                setattr(obs, name, truncate_middle(text, limit))
+                setattr(obs, name, clip_middle(text, limit))
                 setattr(obs, f"{name}_truncated", True)
     for position, message in enumerate(traj.messages):
         if _too_long(message, limit):
             truncated.append(f"{traj.trajectory_id} message {position}: {len(message['content'])} chars")
-            message["content"] = truncate_middle(message["content"], limit)
+            message["content"] = clip_middle(message["content"], limit)
     return traj
 
 

@@ -11,9 +11,9 @@ from recreate.experience.digest import (
     one_line,
     outcome_label,
     task_statement,
-    truncate_middle,
 )
 from recreate.experience.schema import Trajectory
+from recreate.text import clip_middle
 
 OBSERVATION_CHARS = 600  # per step document; MiniLM reads ~256 tokens anyway
 
@@ -43,7 +43,7 @@ def step_documents(traj: Trajectory) -> tuple[list[str], list[str], list[dict[st
         kind = error_type(step)
         text = f"{action_text(step)}\n{observation_text(step, OBSERVATION_CHARS)}"
         if step.error:
-            text += f"\nerror: {truncate_middle(step.error, 300)}"
+            text += f"\nerror: {clip_middle(step.error, 300)}"
         ids.append(f"{traj.trajectory_id}#{position}")
         docs.append(text)
         metas.append({**base, "step": step.index, "error_type": kind})
@@ -52,15 +52,15 @@ def step_documents(traj: Trajectory) -> tuple[list[str], list[str], list[dict[st
 
 def summary_document(traj: Trajectory) -> str:
     lines = [
-        f"task {traj.task_id} ({traj.domain}): {truncate_middle(one_line(task_statement(traj)), 800)}",
+        f"task {traj.task_id} ({traj.domain}): {clip_middle(one_line(task_statement(traj)), 800)}",
         f"outcome: {traj.outcome.exit_status}, {outcome_label(traj)}",
     ]
     if traj.evaluation is not None:
         lines.append(
-            f"score {traj.evaluation.score:g}; feedback: {truncate_middle(traj.evaluation.feedback, 800)}"
+            f"score {traj.evaluation.score:g}; feedback: {clip_middle(traj.evaluation.feedback, 800)}"
         )
     if traj.outcome.error:
-        lines.append(f"error: {truncate_middle(traj.outcome.error, 300)}")
+        lines.append(f"error: {clip_middle(traj.outcome.error, 300)}")
     return "\n".join(lines)
 
 

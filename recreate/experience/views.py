@@ -22,9 +22,9 @@ from recreate.experience.digest import (
     outcome_label,
     task_statement,
     test_summary,
-    truncate_middle,
 )
 from recreate.experience.schema import Trajectory
+from recreate.text import clip_middle
 
 CHARS_PER_TOKEN = 4
 DEFAULT_BUDGET = 1500
@@ -108,7 +108,7 @@ def _error_line(position: int, traj: Trajectory) -> str:
     obs = step.observation
     detail = step.error or (obs.stderr if obs and obs.stderr else obs.stdout if obs else "")
     last = next((line for line in reversed(detail.strip().splitlines()) if line.strip()), "")
-    return f"  step {step.index}: {error_type(step)} — {truncate_middle(one_line(last), 140)}"
+    return f"  step {step.index}: {error_type(step)} — {clip_middle(one_line(last), 140)}"
 
 
 def index_view(traj: Trajectory, limit: int) -> str:
@@ -127,7 +127,7 @@ def index_view(traj: Trajectory, limit: int) -> str:
         rest * 15 // 100,
     )
     commands = [
-        f"  {s.index}: {truncate_middle(one_line(action_text(s)), 100)}"
+        f"  {s.index}: {clip_middle(one_line(action_text(s)), 100)}"
         + (f"  [{error_type(s)}]" if is_failure(s) else "")
         for s in traj.steps
     ]
@@ -137,17 +137,17 @@ def index_view(traj: Trajectory, limit: int) -> str:
 
 
 def summary_view(traj: Trajectory, limit: int) -> str:
-    parts = [header(traj), f"task: {truncate_middle(one_line(task_statement(traj)), limit // 4)}"]
+    parts = [header(traj), f"task: {clip_middle(one_line(task_statement(traj)), limit // 4)}"]
     if traj.evaluation is not None:
-        feedback = truncate_middle(traj.evaluation.feedback, limit // 5)
+        feedback = clip_middle(traj.evaluation.feedback, limit // 5)
         parts.append(f"evaluation: {'passed' if traj.evaluation.passed else 'failed'}; {feedback}")
     if traj.outcome.error:
-        parts.append(f"runtime error: {truncate_middle(traj.outcome.error, limit // 10)}")
+        parts.append(f"runtime error: {clip_middle(traj.outcome.error, limit // 10)}")
     errors = Counter(error_type(s) for s in traj.steps if is_failure(s))
     parts.append("errors by type: " + (", ".join(f"{k} ×{v}" for k, v in errors.most_common()) or "none"))
     parts.append("files touched: " + (", ".join(files_touched(traj)[:20]) or "none"))
     if traj.outcome.submission:
-        parts.append(f"submission (start): {truncate_middle(traj.outcome.submission, limit // 6)}")
+        parts.append(f"submission (start): {clip_middle(traj.outcome.submission, limit // 6)}")
     return "\n".join(parts)
 
 
@@ -157,9 +157,9 @@ def steps_view(traj: Trajectory, first: int, last: int, limit: int) -> str:
     per_step = max((limit - len(head)) // max(len(chosen), 1) - 20, 120)
     blocks = []
     for step in chosen:
-        action = truncate_middle(action_text(step), per_step // 3)
+        action = clip_middle(action_text(step), per_step // 3)
         observation = observation_text(step, per_step - len(action))
-        error = f"\n  error: {truncate_middle(step.error, 200)}" if step.error else ""
+        error = f"\n  error: {clip_middle(step.error, 200)}" if step.error else ""
         blocks.append(
             f"— step {step.index}: {action}\n  {observation.replace(chr(10), chr(10) + '  ')}{error}"
         )
@@ -171,7 +171,7 @@ def failures_view(traj: Trajectory, limit: int) -> str:
     head = f"{header(traj)}\nfailing steps: {len(failing)}"
     per_step = max((limit - len(head)) // max(len(failing), 1) - 20, 160)
     blocks = [
-        f"— step {s.index} [{error_type(s)}]: {truncate_middle(action_text(s), per_step // 3)}\n"
+        f"— step {s.index} [{error_type(s)}]: {clip_middle(action_text(s), per_step // 3)}\n"
         f"  {observation_text(s, per_step * 2 // 3).replace(chr(10), chr(10) + '  ')}"
         for s in failing
     ]

@@ -30,6 +30,7 @@ from recreate.optimizer.proposals import Proposal, ProposalBox, propose_tool
 from recreate.sandbox import SandboxSpec, Session, close_when_opened, open_soon
 from recreate.scaffold import Scaffold, Tool
 from recreate.structured_tool import make_tool
+from recreate.text import clip_middle
 
 OUTPUT_CHARS = 4000
 
@@ -128,8 +129,9 @@ class TaskEnvironment:
             res = self.session().run(command, timeout=60)
         except Exception as exc:  # a broken sandbox is reported to the meta-agent, not raised
             return f"sandbox error: {type(exc).__name__}: {exc}"
-        return _clip(
-            f"exit={res.exit_code} timed_out={res.timed_out}\nstdout:\n{res.stdout}\nstderr:\n{res.stderr}"
+        return clip_middle(
+            f"exit={res.exit_code} timed_out={res.timed_out}\nstdout:\n{res.stdout}\nstderr:\n{res.stderr}",
+            OUTPUT_CHARS,
         )
 
     def test_tool(self, name: str, language: str, code: str, args: dict[str, Any]) -> str:
@@ -166,13 +168,6 @@ class TaskEnvironment:
             close_when_opened(opening)
 
 
-def _clip(text: str) -> str:
-    if len(text) <= OUTPUT_CHARS:
-        return text
-    half = OUTPUT_CHARS // 2
-    return f"{text[:half]}\n...[{len(text) - OUTPUT_CHARS} chars cut]...\n{text[-half:]}"
-
-
 def run_brief(traj: Trajectory, ablations: Ablations) -> str:
     ev = traj.evaluation
     lines = [
@@ -181,7 +176,7 @@ def run_brief(traj: Trajectory, ablations: Ablations) -> str:
         f"Evaluation: score={ev.score if ev else 'n/a'} passed={ev.passed if ev else 'n/a'}.",
     ]
     if ev and not ablations.no_eval_details:
-        lines.append(f"Evaluator feedback: {_clip(ev.feedback)}")
+        lines.append(f"Evaluator feedback: {clip_middle(ev.feedback, OUTPUT_CHARS)}")
     lines.append("Investigate with your tools, then call `propose` exactly once.")
     return "\n".join(lines)
 
