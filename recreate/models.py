@@ -15,6 +15,7 @@ import ipaddress
 import json
 import logging
 import os
+import re
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -31,6 +32,19 @@ from recreate.jsonl import append_jsonl
 from recreate.redact import redact
 
 log = logging.getLogger(__name__)
+# how endpoints refuse a request that does not fit the model's context: OpenAI, vLLM, llama.cpp's server,
+# Anthropic, and LangChain's own wrappers of them
+_CONTEXT_OVERFLOW = re.compile(
+    r"context[ _-]?length|context[ _-]?window|maximum context|context_length_exceeded|prompt is too long"
+    r"|too many (input )?tokens|exceeds? the (model's |available )?(maximum )?context|exceed_context_size",
+    re.IGNORECASE,
+)
+
+
+def is_context_overflow(error: BaseException | str) -> bool:
+    """True when a model call failed because the conversation does not fit the model's context."""
+    return bool(_CONTEXT_OVERFLOW.search(str(error)))
+
 
 ROLES = ("agent", "optimizer", "synthesis", "eval", "bootstrap")
 

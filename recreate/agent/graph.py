@@ -35,7 +35,7 @@ from recreate.agent.actions import example_messages, parse_reply, runtime_instru
 from recreate.agent.recorder import TrajectoryRecorder, model_info, step_record
 from recreate.agent.toolbox import ActionError, ToolBox, tool_specs
 from recreate.experience.schema import SandboxInfo, Trajectory, new_id, utcnow
-from recreate.models import BudgetExceeded, LedgerCallback, UsageLedger
+from recreate.models import BudgetExceeded, LedgerCallback, UsageLedger, is_context_overflow
 from recreate.redact import redact
 from recreate.sandbox.base import Sandbox, SandboxSpec, Session
 from recreate.scaffold.model import Scaffold
@@ -98,8 +98,10 @@ def _next(update: dict[str, Any]) -> Command:
 
 
 def _failure(state: dict[str, Any], exc: Exception) -> dict[str, Any]:
-    log.warning("domain agent run %s failed: %s", state.get("trajectory_id"), exc, exc_info=True)
-    return {"exit_status": "error", "error": redact(f"{type(exc).__name__}: {exc}")}
+    error = redact(f"{type(exc).__name__}: {exc}")
+    log.warning("domain agent run %s failed: %s", state.get("trajectory_id"), error)
+    log.debug("domain agent run %s failed", state.get("trajectory_id"), exc_info=exc)
+    return {"exit_status": "error", "error": error}
 
 
 class DomainAgent:
@@ -224,6 +226,11 @@ class DomainAgent:
             reply = self.llm.invoke(messages, **kwargs)
         except BudgetExceeded as exc:
             return {"exit_status": "max_cost", "error": str(exc)}
+        except Exception as exc:
+            if not is_context_overflow(exc):
+                raise
+            # a limit of the run like max_steps: the conversation no longer fits the model
+            return {"exit_status": "context_exceeded", "error": redact(f"{type(exc).__name__}: {exc}")}
         step = step_record(state["steps"], reply, len(messages), started, self.model_name, self.endpoint)
         return {
             "messages": [reply],

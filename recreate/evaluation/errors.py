@@ -1,20 +1,20 @@
-"""Why a rollout ended in an error: the endpoint's fault or the scaffold's.
+"""Whether a rollout that ended in an error was the endpoint's fault.
 
 A model call that fails (a 5xx after the client's retries, a 400, a timeout, a dropped connection) says
 nothing about the scaffold: such a run is an *endpoint error*. It is stored for the record but never
 evaluated, never cached as a result and never scored, so the next attempt (or a resume) runs it again.
-A context overflow is different: the scaffold's own prompt did not fit, which is the scaffold's failure
-and is scored as one, with the reason in the feedback.
+A context overflow is different: the conversation the scaffold led to does not fit the model, which is
+the run's own outcome (exit status `context_exceeded`, set by the agent) and is scored like any other.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from recreate.experience.schema import Trajectory
+from recreate.models import is_context_overflow
 
-FailureKind = Literal["endpoint", "scaffold"]
+FailureKind = Literal["endpoint"]
 ERROR_KEY = "rollout_error"  # trajectory metadata: the FailureKind of a run that ended in an error
 
 # exception class names of the model clients (the agent records errors as "Type: message"): the OpenAI
@@ -43,20 +43,13 @@ _ENDPOINT_ERRORS = frozenset(
         "TimeoutException",
     }
 )
-_CONTEXT_OVERFLOW = re.compile(
-    r"context[ _-]?length|context[ _-]?window|maximum context|context_length_exceeded|prompt is too long"
-    r"|too many (input )?tokens|exceeds? the (model's |available )?(maximum )?context|exceed_context_size",
-    re.IGNORECASE,
-)
 
 
 def classify_failure(error: str | None) -> FailureKind | None:
-    """`"endpoint"` for a failed model call, `"scaffold"` for a prompt the model's context cannot hold,
-    None for anything else (the run's own failure: scored as usual)."""
-    if not error:
+    """`"endpoint"` for a failed model call, None for anything else (the run's own failure, a context
+    overflow included: scored as usual)."""
+    if not error or is_context_overflow(error):
         return None
-    if _CONTEXT_OVERFLOW.search(error):
-        return "scaffold"
     name = error.split(":", 1)[0].strip().rsplit(".", 1)[-1]
     client = name.startswith(_CLIENT_PREFIXES) and name.endswith("Error")
     return "endpoint" if client or name in _ENDPOINT_ERRORS else None

@@ -190,8 +190,12 @@ class Rollouts:
         if failure == "endpoint":  # not the scaffold's doing: no score, no cache entry, run again next time
             log.warning("rollout of %s hit an endpoint error: %s", task.id, traj.outcome.error)
             traj.evaluation = None
-        elif failure == "scaffold":
-            reason = f"scaffold failure: its prompt does not fit the model's context ({traj.outcome.error})"
+        elif traj.outcome.exit_status == "context_exceeded":
+            grew = f"the conversation outgrew it after {traj.totals.steps} model calls"
+            reason = (
+                f"no submission: {grew if traj.totals.steps else 'the prompt alone does not fit it'}"
+                f" (the model's context; {traj.outcome.error})"
+            )
             traj.evaluation = Evaluation(score=0.0, passed=False, feedback=reason)
         elif traj.outcome.exit_status == "error" and not traj.messages:  # the agent never started
             reason = f"the rollout failed before the agent ran: {traj.outcome.error}"

@@ -25,6 +25,7 @@ ExitStatus = Literal[
     "max_steps",
     "max_cost",
     "format_errors",  # too many consecutive format errors
+    "context_exceeded",  # the conversation outgrew the model's context window
     "error",  # an exception in the runtime (recorded in outcome.error)
     "interrupted",  # killed/cancelled; the trajectory holds the steps so far
     "running",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -161,7 +162,7 @@ def test_an_endpoint_error_is_stored_but_not_scored_or_cached(openai_server, bwr
     assert retried.evaluation.passed  # the next attempt runs it again
 
 
-def test_a_prompt_overflowing_the_context_is_the_scaffolds_failure(openai_server, bwrap, domain, tmp_path):
+def test_a_prompt_overflowing_the_context_is_the_runs_outcome(openai_server, bwrap, domain, tmp_path):
     from recreate.testing import Reply
 
     overflow = "This model's maximum context length is 2048 tokens. However, you requested 9000 tokens."
@@ -169,9 +170,24 @@ def test_a_prompt_overflowing_the_context_is_the_scaffolds_failure(openai_server
     cache = RolloutCache(tmp_path / "rollouts")
     traj = run_task(MINIMAL, domain.tasks("all")[0], domain, model=f"scripted@{openai_server.url}",
                     sandbox=bwrap, cache=cache)  # fmt: skip
-    assert traj.evaluation.score == 0 and traj.metadata["rollout_error"] == "scaffold"
-    assert (
-        traj.evaluation.feedback.startswith("scaffold failure")
-        and "maximum context length" in traj.evaluation.feedback
-    )
+    assert traj.outcome.exit_status == "context_exceeded" and "rollout_error" not in traj.metadata
+    assert traj.evaluation.score == 0
+    assert traj.evaluation.feedback.startswith("no submission: the prompt alone does not fit")
+    assert "maximum context length" in traj.evaluation.feedback
     assert len(list(cache.root.rglob("*.json"))) == 1  # a result like any other
+
+
+def test_a_conversation_outgrowing_the_context_ends_the_run_in_one_log_line(
+    openai_server, bwrap, domain, tmp_path, caplog
+):
+    from recreate.testing import Reply
+
+    overflow = "request (4141 tokens) exceeds the available context size (4096 tokens), try increasing it"
+    replies = iter([Reply(content="```bash\nls\n```"), Reply(content="```bash\nls -la\n```")])
+    openai_server.responder = lambda body: next(replies, None) or Reply(status=400, error=overflow)
+    with caplog.at_level(logging.DEBUG, logger="recreate"):
+        traj = run_task(MINIMAL, domain.tasks("all")[0], domain, model=f"scripted@{openai_server.url}",
+                        sandbox=bwrap, action_format="text")  # fmt: skip
+    assert traj.outcome.exit_status == "context_exceeded" and traj.totals.steps == 2
+    assert traj.evaluation.score == 0 and "outgrew it after 2 model calls" in traj.evaluation.feedback
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]  # a run's outcome, not a failure
