@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -216,6 +218,7 @@ def evolve_command(
         )
     run_id = resume or run_id or f"evolve-{uuid.uuid4().hex[:8]}"
     with contextlib.ExitStack() as stack:
+        stack.enter_context(_progress_lines())
         models: dict[str, Any] = {"agent_model": agent, "optimizer_model": optimizer, "agent_options": {}}
         if finetune_every:
             from recreate.finetune.evolve_step import FinetuneSettings
@@ -257,6 +260,22 @@ def evolve_command(
     if result.stopped:
         console.print(f"[yellow]stopped: {result.stopped}[/]; resume with --resume {result.run_id}")
         raise typer.Exit(3)
+
+
+@contextlib.contextmanager
+def _progress_lines() -> Iterator[None]:
+    """The loop's progress (`recreate.progress`), a timed line per stage, on this command's console."""
+    from rich.logging import RichHandler
+
+    log = logging.getLogger("recreate.progress")
+    handler = RichHandler(console=console, show_level=False, show_path=False, markup=False)
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
 
 
 def _local_models(stack: contextlib.ExitStack, home: Path, agent: str, optimizer: str) -> dict[str, Any]:

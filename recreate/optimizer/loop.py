@@ -39,6 +39,7 @@ from recreate.domains.base import Domain, Task
 from recreate.evaluation.errors import is_endpoint_error
 from recreate.experience.schema import Trajectory
 from recreate.models import BudgetExceeded
+from recreate.optimizer import progress
 from recreate.optimizer.counters import memory_votes
 from recreate.optimizer.gate import paired_gate
 from recreate.optimizer.proposals import Proposal
@@ -203,7 +204,8 @@ class EvolveLoop:
     ) -> tuple[dict[str, float], list[str]]:
         """Validation scores per (task, seed) on the seeds of `gate_round` (the same for every version
         scored there: paired), and the endpoint errors, which are no scores."""
-        runs = self.config.val_seeds
+        runs, began = self.config.val_seeds, time.monotonic()
+        progress.validating(scaffold.ref or scaffold.name, len(self.valset), runs)
         jobs = [(task, i) for task in self.valset for i in range(runs)]
         trajectories = self.run_all(
             [(scaffold, task, val_seed(self.config.seed, gate_round, task.id, i)) for task, i in jobs]
@@ -212,6 +214,7 @@ class EvolveLoop:
         done = list(zip(keys, trajectories, strict=True))
         scores = {key: t.evaluation.score for key, t in done if t.evaluation and not is_endpoint_error(t)}
         errors = [f"{key}: {t.outcome.error}" for key, t in done if is_endpoint_error(t)]
+        progress.validated(scaffold.ref or scaffold.name, scores, errors, time.monotonic() - began)
         return scores, errors
 
     # -- nodes -------------------------------------------------------------------------------------
@@ -244,7 +247,9 @@ class EvolveLoop:
     def plan(self, state: EvolveState) -> dict[str, Any]:
         rng = random.Random(task_seed(self.config.seed, "batch", state["round"]))
         ids = [t.id for t in self.trainset]
-        return {"batch": rng.sample(ids, min(self.config.batch_size, len(ids)))}
+        batch = rng.sample(ids, min(self.config.batch_size, len(ids)))
+        progress.round_started(state["round"], self.config.rounds, state["current"], batch)
+        return {"batch": batch}
 
     def fan_out(self, state: EvolveState) -> list[Send]:
         return [
@@ -293,6 +298,7 @@ class EvolveLoop:
             "started": began,
             "finished": time.time(),
         }
+        progress.task_done(item["round"], traj, proposal.model_dump(mode="json"))
         return {"results": [result | {"proposal": proposal.model_dump(mode="json")}]}
 
     def synthesize(self, state: EvolveState) -> dict[str, Any]:
@@ -323,9 +329,15 @@ class EvolveLoop:
         if votes and patch.status in ("ok", "empty"):  # the counters move even when nothing else does
             patch.ops = votes + patch.ops
             patch.status = "ok"
+        progress.synthesized(rnd, len(proposals), patch.model_dump(mode="json"))
         return {"patches": [{"round": rnd, **patch.model_dump(mode="json")}]}
 
     def gate(self, state: EvolveState) -> dict[str, Any]:
+        update = self._gate(state)
+        progress.decided(state["round"], update["history"][-1])
+        return update
+
+    def _gate(self, state: EvolveState) -> dict[str, Any]:
         rnd, parent = state["round"], state["current"]
         patch = next(p for p in reversed(state["patches"]) if p["round"] == rnd)
         entry: dict[str, Any] = {

@@ -124,3 +124,24 @@ def test_endpoint_faults_are_retried_to_the_same_result(recreate_home):
         result = optimizer(recreate_home, faulty.url).optimize(seed=SEED, domain=domain, **sets)
         assert faulty.faults_served > 5
     assert result.finished and [h["accepted"] for h in result.history] == [True, True, False]
+
+
+def test_the_run_prints_a_timed_line_per_stage(recreate_home):
+    with ScriptedOpenAIServer(responder) as srv:
+        args = evolve_args(recreate_home, srv.url, "--run-id", "lines")
+        args[args.index("--rounds") + 1] = "1"
+        res = subprocess.run(args, capture_output=True, text=True, env=clean_env(), timeout=300)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    stages = [
+        "validating minimal@v1 on 3 tasks",
+        "minimal@v1: validation mean",
+        "round 1/1: minimal@v1 runs 3 training tasks",
+        "round 1: task ",
+        "round 1: 3 proposals synthesized into a patch: ok",
+        "round 1: minimal@v2 accepted",
+    ]
+    found = [next((n for n, line in enumerate(lines) if stage in line), None) for stage in stages]
+    assert None not in found and found == sorted(found), res.stdout  # in order, before the summary
+    assert sum("round 1: task " in line for line in lines) == 3
+    assert "Traceback" not in res.stderr

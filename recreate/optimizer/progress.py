@@ -1,0 +1,66 @@
+"""One line per stage of the evolve loop, on the `recreate.progress` logger: `recreate evolve` prints
+them (with the time), a library user attaches any logging handler. A resumed run says again what it
+finds done, from its caches."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from recreate.experience.schema import Trajectory
+
+log = logging.getLogger("recreate.progress")
+
+
+def _mean(scores: dict[str, float]) -> str:
+    return f"{sum(scores.values()) / len(scores):.3f}" if scores else "n/a"
+
+
+def validating(ref: str, tasks: int, seeds: int) -> None:
+    runs = f"{tasks} tasks" + (f" x {seeds} seeds" if seeds > 1 else "")
+    log.info("validating %s on %s", ref, runs)
+
+
+def validated(ref: str, scores: dict[str, float], errors: list[str], seconds: float) -> None:
+    failed = f", {len(errors)} endpoint errors (no score)" if errors else ""
+    log.info(
+        "%s: validation mean %s over %d runs%s (%.0f s)", ref, _mean(scores), len(scores), failed, seconds
+    )
+
+
+def round_started(rnd: int, rounds: int, ref: str, batch: list[str]) -> None:
+    log.info(
+        "round %d/%d: %s runs %d training tasks, then reflects on each run", rnd + 1, rounds, ref, len(batch)
+    )
+
+
+def task_done(rnd: int, traj: Trajectory, proposal: dict[str, Any]) -> None:
+    score = f"score {traj.evaluation.score:g}" if traj.evaluation else "no score"
+    ops = len(proposal.get("ops", []))
+    said = proposal["status"] + (f", {ops} ops" if ops else "")
+    log.info(
+        "round %d: task %s: %s (%s, %d steps); proposal %s",
+        rnd + 1,
+        traj.task_id,
+        score,
+        traj.outcome.exit_status,
+        traj.totals.steps,
+        said,
+    )
+
+
+def synthesized(rnd: int, proposals: int, patch: dict[str, Any]) -> None:
+    ops = len(patch.get("ops", []))
+    log.info(
+        "round %d: %d proposals synthesized into a patch: %s, %d ops",
+        rnd + 1,
+        proposals,
+        patch["status"],
+        ops,
+    )
+
+
+def decided(rnd: int, entry: dict[str, Any]) -> None:
+    verdict, reason = ("accepted" if entry["accepted"] else "rejected"), entry.get("reason", "")
+    said = reason if reason.startswith(verdict) else f"{verdict}: {reason}"
+    log.info("round %d: %s %s", rnd + 1, entry.get("ref") or "no candidate", said)
