@@ -1,10 +1,8 @@
 """Experience store benchmark: ingest rate, query latency (with/without filters), overhead vs raw Chroma,
-search recall@10 against exact (brute force) on near-duplicate steps, planted needles, disk size; and
-with --embeddings N, the MiniLM runtimes side by side (ingest docs/s, query latency, recall@10 of the
-fp32 torch model's own exact neighbours).
+search recall@10 against exact (brute force) on near-duplicate steps, planted needles, disk size. The
+MiniLM runtimes and the vector cache side by side: benchmarks/embedding.py.
 
     python benchmarks/experience.py --steps 10000 --ingest-embedding minilm --queries 50
-    python benchmarks/experience.py --embeddings 800                # runtimes only, no store
 
     python benchmarks/experience.py --steps 100000            # the issue's scale (~10 min on 2 cores)
     python benchmarks/experience.py --steps 5000 --queries 50 # quick look
@@ -175,74 +173,6 @@ def recall_rows(store, k: int = 10) -> list[tuple[str, str, str]]:
     return [(f"recall@{k} vs exact, {len(queries)} queries", *means), *rows]
 
 
-RUNTIMES = (  # (label, runtime, threads): None = the default, half the cores (indexing beside rollouts)
-    ("torch (sentence-transformers)", "torch", None),
-    ("onnx-fp32, half the cores (default)", "onnx-fp32", None),
-    ("onnx-fp32, all cores (import)", "onnx-fp32", os.cpu_count()),
-    ("onnx-int8, all cores", "onnx-int8", os.cpu_count()),
-)
-
-
-def embedding_runtimes(count: int) -> None:
-    """The MiniLM runtimes on the same `count` generated step documents, in one process: the embedding
-    alone (docs/s) and through `ExperienceStore.ingest` (steps/s: files, catalog, Chroma, vector file)."""
-    import numpy as np
-
-    from recreate.experience.documents import step_documents
-    from recreate.experience.store import ExperienceStore
-
-    rng = random.Random(1)
-    trajectories, docs = [], []
-    while len(docs) < count:
-        trajectories.append(synthetic_trajectory(len(trajectories), 20, rng))
-        docs += step_documents(trajectories[-1])[1]
-    docs = docs[:count]
-    queries = [f"{QUERIES[m % len(QUERIES)]} {m}" for m in range(40)]
-    table = Table(title=f"all-MiniLM-L6-v2 on {count} step documents, {os.cpu_count()} CPUs")
-    columns = ("runtime", "embed docs/s", "store steps/s", "query p50", "query p95", "recall@10 vs torch")
-    for column in columns:
-        table.add_column(column, justify="right")
-    reference, baseline = None, None
-    for label, runtime, threads in RUNTIMES:
-        cache = Path(tempfile.gettempdir()) / "recreate-bench-models"
-        embed = MiniLMEmbedding(runtime=runtime, cache_dir=cache, threads=threads)
-        embed(docs[:8])  # load (and export once) outside the timing
-        start = time.perf_counter()
-        vectors = np.asarray(embed(docs))
-        rate = count / (time.perf_counter() - start)
-        root = Path(tempfile.mkdtemp(prefix="exp-bench-runtime-"))
-        try:
-            store = ExperienceStore(root, embedding=embed)
-            start = time.perf_counter()
-            for first in range(0, len(trajectories), 10):  # as an evolve run indexes: a few runs at a time
-                store.ingest(trajectories[first : first + 10])
-            store_rate = 20 * len(trajectories) / (time.perf_counter() - start)
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
-        baseline = baseline or store_rate
-        latencies, query_vectors = [], []
-        for query in queries:
-            start = time.perf_counter()
-            query_vectors.append(embed([query])[0])
-            latencies.append((time.perf_counter() - start) * 1000)
-        if reference is None:
-            reference = (vectors, np.asarray(query_vectors))
-        recalls = []
-        for query, truth_query in zip(query_vectors, reference[1], strict=True):
-            truth = reference[0] @ truth_query
-            got = np.argsort(-(vectors @ query))[:10]
-            recalls.append(float(np.mean(truth[got] >= np.sort(truth)[-10] - 1e-6)))
-        table.add_row(
-            label,
-            f"{rate:.1f}",
-            f"{store_rate:.1f} ({store_rate / baseline:.2f}x)",
-            f"{percentile(latencies, 50):.1f} ms",
-            f"{percentile(latencies, 95):.1f} ms",
-            f"{np.mean(recalls):.3f} (worst {min(recalls):.2f})",
-        )
-    console.print(table)
-
-
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(int(round(q / 100 * (len(ordered) - 1))), len(ordered) - 1)]
@@ -355,13 +285,7 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, help="store location (default: a temp dir, removed afterwards)")
     parser.add_argument("--queries-only", action="store_true", help="reuse the store in --dir; skip ingest")
     parser.add_argument("--chroma-url", help="a Chroma server (`chroma run`) instead of the embedded index")
-    parser.add_argument(
-        "--embeddings", type=int, metavar="N", help="only compare the MiniLM runtimes on N docs"
-    )
     args = parser.parse_args()
-    if args.embeddings:
-        embedding_runtimes(args.embeddings)
-        return
     root = args.dir or Path(tempfile.mkdtemp(prefix="exp-bench-"))
     console.print(f"{os.cpu_count()} CPUs, load average at start {os.getloadavg()[0]:.1f} (noisy under load)")
     try:

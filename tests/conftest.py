@@ -6,14 +6,34 @@ import importlib.util
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from recreate.experience.store import ExperienceStore
 from recreate.testing import ScriptedOpenAIServer
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 FAKE_KEY = "sk-test-SECRET-0123456789abcdefghij"
+
+
+@pytest.fixture(autouse=True)
+def close_experience_stores(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Closes the experience stores a test opened and left open: each holds a Chroma client, whose
+    files and threads Chroma keeps (cached per directory) until it is closed, so the suite would pile up
+    about a dozen descriptors per test."""
+    opened: list[ExperienceStore] = []
+    init = ExperienceStore.__init__
+
+    def tracked(store: ExperienceStore, *args: Any, **kwargs: Any) -> None:
+        init(store, *args, **kwargs)
+        opened.append(store)
+
+    monkeypatch.setattr(ExperienceStore, "__init__", tracked)
+    yield
+    for store in opened:
+        store.close()
 
 
 @pytest.fixture

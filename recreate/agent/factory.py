@@ -12,6 +12,7 @@ from recreate.agent.graph import DomainAgent
 from recreate.config import load_settings
 from recreate.local.vllm import served_model, with_token_logprobs
 from recreate.models import UsageLedger, make_chat_model, parse_spec
+from recreate.sandbox import resolve_sandbox
 from recreate.sandbox.base import Sandbox, SandboxSpec
 from recreate.scaffold import Scaffold, load_scaffold
 
@@ -63,14 +64,6 @@ def _chat_model(
         **extra,
     )
     return chat, provider or ("openai" if base_url else None)
-
-
-def resolve_sandbox(sandbox: str | Sandbox) -> Sandbox:
-    if isinstance(sandbox, str):
-        from recreate.sandbox import get_sandbox
-
-        return get_sandbox(sandbox)
-    return sandbox
 
 
 def build_domain_agent(

@@ -27,8 +27,8 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from recreate.agent.actions import runtime_instructions
-from recreate.agent.factory import resolve_sandbox
 from recreate.agent.toolbox import ToolBox, format_memory, search_memory, tool_specs
+from recreate.sandbox import resolve_sandbox
 from recreate.sandbox.base import Sandbox, SandboxSpec, Session
 from recreate.scaffold import Scaffold, load_scaffold
 from recreate.scaffold.render import render_system

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -148,11 +149,18 @@ def check_filters(filters: dict[str, Any] | None, allowed: Iterable[str] = FILTE
     return filters
 
 
+class _Connection(sqlite3.Connection):
+    """Weakly referable: the catalog reaches every thread's connection, and a finished thread's
+    connection still goes with the thread."""
+
+
 class Catalog:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()  # connections are per thread; closing each would checkpoint the WAL
+        self._open: weakref.WeakSet[_Connection] = weakref.WeakSet()  # every thread's, for `close`
+        self._open_lock = threading.Lock()
         with self._connect() as db:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
@@ -171,19 +179,25 @@ class Catalog:
             db.execute(f"PRAGMA user_version = {VERSION}")
 
     def close(self) -> None:
-        """Close this thread's connection (other threads' connections close when they are freed)."""
-        db = getattr(self._local, "db", None)
-        if db is not None:
-            db.close()
-            self._local.db = None
+        """Close every thread's connection (a background index pass leaves one on its pool thread, open
+        for as long as the catalog lives otherwise); a thread that uses the catalog again reconnects."""
+        with self._open_lock:
+            for db in self._open:
+                db.close()
+            self._open.clear()
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
         db = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=True)
+        if db is None or db not in self._open:  # none yet, or closed by `close`
+            # any thread may close it (`close`); each thread still uses only its own
+            db = sqlite3.connect(
+                self.path, timeout=60, isolation_level=None, check_same_thread=False, factory=_Connection
+            )
             db.execute("PRAGMA busy_timeout=60000")
             db.execute("PRAGMA synchronous=NORMAL")
+            with self._open_lock:
+                self._open.add(db)
             self._local.db = db
         yield db
 

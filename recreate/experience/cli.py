@@ -56,10 +56,11 @@ def ls_command(
     limit: int = typer.Option(50, "--limit", help="show the newest N"),
 ) -> None:
     """List stored trajectories."""
-    store = _store()
-    entries = store.list(
-        _filters(domain=domain, task_id=task, outcome=outcome, run_id=run, scaffold_version=scaffold_version)
+    filters = _filters(
+        domain=domain, task_id=task, outcome=outcome, run_id=run, scaffold_version=scaffold_version
     )
+    with _store() as store:
+        entries = store.list(filters)
     for e in entries[-limit:]:
         score = "-" if e.score is None else f"{e.score:g}"
         version = f"{e.scaffold_name or '-'}@{e.scaffold_version or '-'}"
@@ -77,7 +78,8 @@ def show_command(
     budget: int = typer.Option(DEFAULT_BUDGET, "--budget", help="approximate token budget (chars / 4)"),
 ) -> None:
     """Show one trajectory through a compact view."""
-    typer.echo(render(_store().get(trajectory_id), view, budget))
+    with _store() as store:
+        typer.echo(render(store.get(trajectory_id), view, budget))
 
 
 @app.command("search")
@@ -93,7 +95,9 @@ def search_command(
     """Semantic search; prints trajectory id, task id, step, cosine distance (0 = same meaning) and a
     snippet per hit, nearest first."""
     filters = _filters(domain=domain, task_id=task, outcome=outcome, error_type=error_type)
-    for hit in _store().search(query, scope=scope, filters=filters, k=k):
+    with _store() as store:
+        hits = store.search(query, scope=scope, filters=filters, k=k)
+    for hit in hits:
         meta = hit.metadata
         step = meta.get("step", "-")
         task_id = meta.get("task_id", "-")
@@ -114,7 +118,7 @@ def import_command(
     # nothing else runs beside an import: the embedding takes every core (measured 1.6x over half of 2)
     settings = load_settings()
     store = _store(embedding=make_embedding(settings.embedding, threads=os.cpu_count()))
-    with _progress() as progress:
+    with store, _progress() as progress:
         bar = progress.add_task("importing", total=len(batch.trajectories))
         report = store.ingest(
             batch.trajectories, source=str(path), progress=lambda n: progress.advance(bar, n)
@@ -139,8 +143,7 @@ def import_command(
 @app.command("reindex")
 def reindex_command() -> None:
     """Rebuild the catalog and the Chroma index from the trajectory files."""
-    store = _store()
-    with _progress() as progress:
+    with _store() as store, _progress() as progress:
         bar = progress.add_task("reindexing", total=len(list(store.files.glob("*/*.json"))))
         report = store.reindex(progress=lambda n: progress.advance(bar, n))
     for line in report.errors:
@@ -153,7 +156,8 @@ def reindex_command() -> None:
 @app.command("verify")
 def verify_command() -> None:
     """Check that files, catalog and index agree; exit code 1 on drift."""
-    drift = _store().verify()
+    with _store() as store:
+        drift = store.verify()
     if drift.ok:
         typer.echo("ok: files, catalog and index agree")
         return
@@ -176,5 +180,6 @@ def export_command(
     filters = _filters(
         domain=domain, task_id=task, outcome=outcome, run_id=run, scaffold_version=scaffold_version
     )
-    count = _store().export(out, filters)
+    with _store() as store:
+        count = store.export(out, filters)
     typer.echo(f"wrote {count} trajectories to {out}")

@@ -8,9 +8,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 import zlib
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +66,10 @@ class HashEmbedding(EmbeddingFunction[Documents]):
     @staticmethod
     def build_from_config(config: dict[str, Any]) -> HashEmbedding:
         return HashEmbedding(dim=int(config.get("dim", 384)))
+
+    def fingerprint(self) -> str:
+        """What determines the vectors (for the vector cache): the algorithm's version and the size."""
+        return f"recreate-hash:1:{self.dim}"
 
 
 _models: dict[tuple[str, ...], Any] = {}
@@ -142,6 +148,37 @@ class MiniLMEmbedding(EmbeddingFunction[Documents]):
         return MiniLMEmbedding(
             device=str(config.get("device", "cpu")), runtime=str(config.get("runtime", DEFAULT_RUNTIME))
         )
+
+    def fingerprint(self) -> str:
+        """What determines the vectors (for the vector cache): runtime, device, token cut, and the
+        digests of the weights (the exported graph for ONNX) and of the tokenizer."""
+        weights = minilm_onnx.weights_dir()
+        if self.runtime == "torch":
+            model = weights / "model.safetensors"
+        else:
+            model = minilm_onnx.export(self.cache_dir or minilm_onnx.default_cache_dir(), self.runtime[5:])
+        digests = [
+            _file_digest(str(p), p.stat().st_size, p.stat().st_mtime_ns)
+            for p in (model, weights / "tokenizer.json")
+        ]
+        return ":".join(["recreate-minilm", self.runtime, self.device, str(minilm_onnx.MAX_TOKENS), *digests])
+
+
+@lru_cache(maxsize=16)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    """sha256 of a file, once per process for each (path, size, modification time)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fingerprint(embedding: EmbeddingFunction) -> str | None:
+    """What determines `embedding`'s vectors, or None when it cannot say (a user's own function, which
+    is then never cached)."""
+    method = getattr(embedding, "fingerprint", None)
+    return str(method()) if callable(method) else None
 
 
 def make_embedding(spec: str | EmbeddingFunction, *, threads: int | None = None) -> EmbeddingFunction:

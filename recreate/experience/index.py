@@ -4,17 +4,13 @@ Embedded `PersistentClient` by default, `HttpClient` when a server URL is given.
 the embedding's name, so indexes built with different embeddings live side by side and never mix.
 The index is derived data: `ExperienceStore.reindex()` rebuilds it from the trajectory files.
 
-Embedded Chroma keeps its vector index in process memory and flushes it to disk, so two processes
-writing the same directory lose each other's vectors (measured: the last writer wins). One process at a
-time therefore owns the embedded index for writing (an flock on `chroma.owner.lock`); other processes
-store files and catalog rows and leave indexing to the owner (`ExperienceStore.sync_index`). Use a Chroma
+One process at a time owns an embedded index for writing (see ownership.py); other processes store
+files and catalog rows and leave indexing to the owner (`ExperienceStore.sync_index`). Use a Chroma
 server (`chroma_url`) when several processes must index at once.
 """
 
 from __future__ import annotations
 
-import fcntl
-import os
 import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -35,8 +31,10 @@ from recreate.experience.documents import (
     summary_document,
     where_clause,
 )
-from recreate.experience.embeddings import make_embedding
+from recreate.experience.embeddings import fingerprint, make_embedding
+from recreate.experience.ownership import IndexBusyError, opened, owns, release
 from recreate.experience.schema import Trajectory
+from recreate.experience.vector_cache import VectorCache
 from recreate.experience.vectors import VectorFile, rank, smallest
 
 SCOPES = ("steps", "summaries", "memory")
@@ -53,30 +51,6 @@ OVERFETCH = 20  # candidates per hit asked of HNSW (which then searches with ef 
 # 22 ms p50 / 26 ms p95 on 2 shared cores); beyond, HNSW's over-fetched candidates, which on
 # near-duplicate steps miss true neighbours (raw Chroma recall@10 0.44 at 100k; benchmarks/experience.py)
 EXACT_LIMIT = 200_000
-
-
-class IndexBusyError(RuntimeError):
-    """Another process owns the embedded index for writing."""
-
-
-_owned: dict[str, int] = {}  # resolved index path -> fd holding the owner flock, for this process
-_owned_lock = threading.Lock()
-
-
-def _own(path: Path) -> bool:
-    """Take (or confirm) this process's write ownership of an embedded index directory."""
-    key = str(path.resolve())
-    with _owned_lock:
-        if key in _owned:
-            return True
-        fd = os.open(key + ".owner.lock", os.O_CREAT | os.O_RDWR, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return False
-        _owned[key] = fd  # held until the process exits: the kernel releases it even on SIGKILL
-        return True
 
 
 @dataclass(frozen=True)
@@ -118,11 +92,20 @@ class ExperienceIndex:
     exact_limit = EXACT_LIMIT
 
     def __init__(
-        self, path: Path, *, embedding: str | EmbeddingFunction = "minilm", url: str | None = None
+        self,
+        path: Path,
+        *,
+        embedding: str | EmbeddingFunction = "minilm",
+        url: str | None = None,
+        vector_cache: Path | None = None,
     ) -> None:
+        """`vector_cache`: a file of the vectors of documents embedded before (see vector_cache.py), so
+        a repeated document is not embedded again; None embeds every document."""
         self.embedding = make_embedding(embedding)
         self.path, self.url = path, url
+        self._cache_path, self._cache = vector_cache, None
         self.client = make_client(path, url)
+        self._owner_key = opened(path) if url is None else None  # embedded: see `_release`
         self._suffix = re.sub(r"[^A-Za-z0-9]+", "-", self.embedding.name()).strip("-")
         self._write_lock = threading.Lock()
         self._open_lock = threading.Lock()
@@ -154,10 +137,15 @@ class ExperienceIndex:
         for vectors in self._vector_files.values():
             vectors.close()
         self.client.close()
+        if self._cache is not None:
+            self._cache.close()
+        if self._owner_key is not None:
+            release(self._owner_key)
+            self._owner_key = None
 
     def writable(self) -> bool:
         """True when this process may write: always with a server, else when it owns the directory."""
-        return self.url is not None or _own(self.path)
+        return self.url is not None or owns(self.path)
 
     def _check_writable(self) -> None:
         if not self.writable():
@@ -172,7 +160,7 @@ class ExperienceIndex:
         self._check_writable()
         collection = self.collection(scope)
         batch = self.client.get_max_batch_size()
-        embeddings = self.embedding(docs)
+        embeddings = list(self._embed_documents(docs))
         # A stored trajectory never changes, so its documents are added (~8% faster than upsert; an id
         # indexed twice after a crash keeps its identical first copy); memory items are edited in place.
         write = collection.upsert if scope == "memory" else collection.add
@@ -187,6 +175,15 @@ class ExperienceIndex:
                 )
             if scope in self._vector_files:
                 self._vector_files[scope].append(ids, embeddings)
+
+    def _embed_documents(self, docs: list[str]) -> Sequence[Any]:
+        if self._cache is None and self._cache_path is not None:
+            key = fingerprint(self.embedding)  # loads the model: not before the first write
+            if key is None:  # an embedding that cannot name its weights: nothing to key a cache on
+                self._cache_path = None
+            else:
+                self._cache = VectorCache(self._cache_path, key)
+        return self.embedding(docs) if self._cache is None else self._cache.embed(docs, self.embedding)
 
     def add(self, trajectories: Sequence[Trajectory]) -> None:
         ids, docs, metas = [], [], []

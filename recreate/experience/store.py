@@ -27,8 +27,9 @@ from recreate.experience.catalog import (
     step_rows,
 )
 from recreate.experience.digest import cap_observations
-from recreate.experience.index import SCOPES, ExperienceIndex, Hit, IndexBusyError, filter_keys
+from recreate.experience.index import SCOPES, ExperienceIndex, Hit, filter_keys
 from recreate.experience.indexer import BackgroundIndexer
+from recreate.experience.ownership import IndexBusyError
 from recreate.experience.reports import DriftReport, IngestReport
 from recreate.experience.schema import SchemaError, Trajectory, load_trajectory, utcnow
 from recreate.jsonl import append_jsonl
@@ -59,7 +60,10 @@ class ExperienceStore:
         chroma_url: str | None = None,
         index: bool = True,
         max_observation_chars: int = MAX_OBSERVATION_CHARS,
+        vector_cache: bool = True,
     ) -> None:
+        """`vector_cache`: keep every embedded document's vector (`vector-cache.sqlite`, ~1.5 KB per
+        distinct document): a repeated step, a re-import or a `reindex` costs no model call."""
         self.root = Path(root)
         self.files = self.root / "trajectories"
         self.files.mkdir(parents=True, exist_ok=True)
@@ -68,6 +72,7 @@ class ExperienceStore:
         self.auto_index = index
         self.max_observation_chars = max_observation_chars
         self._embedding, self._chroma_url = embedding, chroma_url
+        self._vector_cache = self.root / "vector-cache.sqlite" if vector_cache else None
         self._index: ExperienceIndex | None = None
         self._index_lock = threading.Lock()
         self._sync_lock = threading.Lock()  # one sync at a time, or two could index the same entries
@@ -107,7 +112,10 @@ class ExperienceStore:
             opened = self._index is None
             if opened:
                 self._index = ExperienceIndex(
-                    self.root / "chroma", embedding=self._embedding, url=self._chroma_url
+                    self.root / "chroma",
+                    embedding=self._embedding,
+                    url=self._chroma_url,
+                    vector_cache=self._vector_cache,
                 )
             index = self._index
         if opened and self.auto_index and index.writable() and self.catalog.query(unindexed=True, limit=1):

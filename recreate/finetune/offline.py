@@ -24,6 +24,7 @@ from recreate.evaluation.metrics import bootstrap_ci
 from recreate.experience.schema import Trajectory, load_trajectory
 from recreate.finetune.online import OnlineConfig, pass_at_1, run_rollouts
 from recreate.finetune.policy import LORA_LR, ServedPolicy
+from recreate.sandbox import resolve_sandbox
 from recreate.scaffold import Scaffold
 
 
@@ -139,7 +140,6 @@ def finetune(
     sandbox: Any = "bwrap",
     log=print,
 ) -> FinetuneReport:
-    from recreate.agent.factory import resolve_sandbox
     from tapo_backend.config import LoraSettings, TrainConfig
     from tapo_backend.trainer import train
 

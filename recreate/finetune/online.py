@@ -28,6 +28,7 @@ from recreate.evaluation.metrics import bootstrap_ci
 from recreate.experience.schema import Trajectory
 from recreate.finetune.policy import LORA_LR, ServedPolicy
 from recreate.local import LOCAL_TEMPERATURE, ServerInfo, local_agent_options
+from recreate.sandbox import resolve_sandbox
 from recreate.scaffold import Scaffold
 
 
@@ -174,7 +175,6 @@ def online_train(
     iteration starts after `deadline` (a `time.time()` value)."""
     from transformers.utils import logging as hf_logging
 
-    from recreate.agent.factory import resolve_sandbox
     from tapo_backend.data import dataset_for
     from tapo_backend.trainer import load_tokenizer, train
 

@@ -23,7 +23,6 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph.state import CompiledStateGraph
 
-from recreate.agent.factory import resolve_sandbox
 from recreate.config import load_settings
 from recreate.domains.base import Domain, Task
 from recreate.experience.schema import Trajectory
@@ -36,6 +35,7 @@ from recreate.models import (
     require_prices,
 )
 from recreate.optimizer.loop import EvolveConfig, EvolveLoop
+from recreate.sandbox import resolve_sandbox
 from recreate.scaffold import Scaffold, ScaffoldStore, load_scaffold
 
 
@@ -91,6 +91,7 @@ class ReCreateOptimizer:
         self.agent_options = agent_options or {}
         self.finetune = finetune
         self.sandbox = resolve_sandbox(sandbox)
+        self._own_experience = experience is None  # closed after each run (a caller closes its own)
         self.experience = experience if experience is not None else _experience(self.settings)
         self.scaffolds = ScaffoldStore(self.settings.home / "scaffolds")
 
@@ -249,6 +250,8 @@ class ReCreateOptimizer:
         finally:
             state = graph.get_state(cfg).values
             graph.checkpointer.conn.close()
+            if self._own_experience:  # else its Chroma client stays for the life of the process
+                self.experience.close()  # (it reopens on next use)
         result = EvolveResult(
             run_id=cfg["configurable"]["thread_id"],
             run_dir=loop.run_dir,

@@ -36,6 +36,7 @@ __all__ = [
     "Session",
     "backend_status",
     "get_sandbox",
+    "resolve_sandbox",
 ]
 
 
@@ -55,6 +56,11 @@ def get_sandbox(name: str = DEFAULT_BACKEND, **options: Any) -> Sandbox:
 
         return LocalSandbox(**options)
     raise SandboxError(f"unknown sandbox backend {name!r}; available: {', '.join(BACKENDS)}")
+
+
+def resolve_sandbox(sandbox: str | Sandbox) -> Sandbox:
+    """`sandbox` itself, or the backend it names (with default options)."""
+    return get_sandbox(sandbox) if isinstance(sandbox, str) else sandbox
 
 
 def backend_status() -> list[tuple[str, bool, str]]:

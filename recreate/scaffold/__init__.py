@@ -2,7 +2,7 @@
 
 from recreate.scaffold.diff import Change, ScaffoldDiff, diff_scaffolds
 from recreate.scaffold.errors import OpError, Problem, ScaffoldError, ScaffoldValidationError
-from recreate.scaffold.files import canonical_files, content_hash, read_dir, write_dir
+from recreate.scaffold.files import canonical_files, read_dir, write_dir
 from recreate.scaffold.load import load_scaffold
 from recreate.scaffold.model import (
     RESERVED_TOOL_NAMES,
@@ -13,6 +13,7 @@ from recreate.scaffold.model import (
     Scaffold,
     SmokeTest,
     Tool,
+    content_hash,
 )
 from recreate.scaffold.ops import (
     AddMemory,

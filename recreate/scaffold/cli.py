@@ -14,6 +14,7 @@ from recreate.scaffold.load import load_scaffold
 from recreate.scaffold.model import Scaffold
 from recreate.scaffold.render import render_instance, render_system
 from recreate.scaffold.store import ScaffoldStore
+from recreate.scaffold.validate import validate_scaffold
 
 app = typer.Typer(help="Validate, inspect and version scaffolds.", no_args_is_help=True)
 
@@ -53,7 +54,8 @@ def validate(
 ) -> None:
     """Check a scaffold; list every problem with its file and field (exit 1 if any)."""
     try:
-        scaffold = _load(source, store).validate(sandbox=sandbox)
+        scaffold = _load(source, store)
+        validate_scaffold(scaffold, sandbox=sandbox)
     except ScaffoldValidationError as exc:
         _report_problems(exc)
         raise typer.Exit(1) from None

@@ -1,4 +1,4 @@
-"""A scaffold as a directory: read it (never executing anything), write it canonically, hash its content.
+"""A scaffold as a directory: read it (never executing anything), write it canonically.
 
 ```
 scaffold.yaml            name, domain, description, system_prompt, instance_template, action_format,
@@ -11,7 +11,6 @@ memory.jsonl             one memory item per line
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -23,7 +22,7 @@ import yaml
 from pydantic import ValidationError
 
 from recreate.scaffold.errors import Problem, ScaffoldError, ScaffoldValidationError
-from recreate.scaffold.model import ENTRY_FILES, MemoryItem, Scaffold, Tool
+from recreate.scaffold.model import ENTRY_FILES, MemoryItem, Scaffold, Tool, scaffold_data
 
 SCAFFOLD_FILE = "scaffold.yaml"
 MEMORY_FILE = "memory.jsonl"
@@ -74,22 +73,6 @@ def canonical_files(scaffold: Scaffold) -> dict[str, bytes]:
     lines = [json.dumps(item.model_dump(mode="json"), ensure_ascii=False) + "\n" for item in scaffold.memory]
     files[MEMORY_FILE] = "".join(lines).encode("utf-8")
     return files
-
-
-def scaffold_data(scaffold: Scaffold, exclude: set[str] | None = None) -> dict[str, Any]:
-    """The scaffold as JSON data; `examples` only when there are some, so a scaffold without examples
-    keeps the files and the hash it had before scaffolds could hold them."""
-    data = scaffold.model_dump(mode="json", exclude=exclude)
-    if not data.get("examples", True):
-        del data["examples"]
-    return data
-
-
-def content_hash(scaffold: Scaffold) -> str:
-    """sha256 of the content in canonical JSON (sorted keys): the same for equal scaffolds on any
-    machine, whatever YAML emitter wrote their files."""
-    canonical = json.dumps(scaffold_data(scaffold), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def write_dir(scaffold: Scaffold, dest: str | Path) -> Path:

@@ -2,21 +2,20 @@
 
 In memory a scaffold is one pydantic object; on disk it is a directory (see `recreate.scaffold.files`):
 `scaffold.yaml` (with the worked `examples`, when it has any), `tools/<name>/{tool.yaml, main.py|main.sh}`
-and `memory.jsonl`.
+and `memory.jsonl`. This module is plain data at the bottom of the package: it imports no other
+scaffold module (validation is `recreate.scaffold.validate.validate_scaffold`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-if TYPE_CHECKING:
-    from recreate.experience.schema import ScaffoldRef
-    from recreate.sandbox.base import Sandbox, SandboxSpec
-    from recreate.scaffold.validate import Bounds
+from recreate.experience.schema import ScaffoldRef
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"  # scaffold names: no "@" or "/" so refs stay unambiguous
 TOOL_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,47}$"  # also a valid function name for every tool-calling API
@@ -150,14 +149,10 @@ class Scaffold(_Model):
 
     def content_hash(self) -> str:
         """sha256 of the content in canonical JSON: equal for scaffolds with the same content."""
-        from recreate.scaffold.files import content_hash
-
         return content_hash(self)
 
     def scaffold_ref(self) -> ScaffoldRef:
         """The trajectory's record of which scaffold ran."""
-        from recreate.experience.schema import ScaffoldRef
-
         version = self._ref.split("@", 1)[1] if self._ref else None
         return ScaffoldRef(name=self.name, version=version, hash=self.content_hash())
 
@@ -167,15 +162,18 @@ class Scaffold(_Model):
                 return tool
         raise KeyError(f"scaffold {self.name!r} has no tool {name!r}")
 
-    def validate(  # type: ignore[override]
-        self,
-        sandbox: Sandbox | str | None = None,
-        bounds: Bounds | None = None,
-        spec: SandboxSpec | None = None,
-    ) -> Scaffold:
-        """Check everything (see `recreate.scaffold.validate`); raise ScaffoldValidationError listing
-        every problem. Smoke tests and shell syntax checks run only when a sandbox is given."""
-        from recreate.scaffold.validate import validate_scaffold
 
-        validate_scaffold(self, sandbox=sandbox, bounds=bounds, spec=spec)
-        return self
+def scaffold_data(scaffold: Scaffold, exclude: set[str] | None = None) -> dict[str, Any]:
+    """The scaffold as JSON data; `examples` only when there are some, so a scaffold without examples
+    keeps the files and the hash it had before scaffolds could hold them."""
+    data = scaffold.model_dump(mode="json", exclude=exclude)
+    if not data.get("examples", True):
+        del data["examples"]
+    return data
+
+
+def content_hash(scaffold: Scaffold) -> str:
+    """sha256 of the content in canonical JSON (sorted keys): the same for equal scaffolds on any
+    machine, whatever YAML emitter wrote their files."""
+    canonical = json.dumps(scaffold_data(scaffold), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()

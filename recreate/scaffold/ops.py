@@ -18,10 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from recreate.scaffold.errors import OpError, Problem, ScaffoldValidationError
 from recreate.scaffold.files import MEMORY_FILE, SCAFFOLD_FILE, TOOL_FILE, TOOLS_DIR
 from recreate.scaffold.model import ID_PATTERN, TOOL_NAME_PATTERN, Language, Scaffold, SmokeTest
+from recreate.scaffold.validate import Bounds, validate_scaffold
 
 if TYPE_CHECKING:
     from recreate.sandbox.base import Sandbox, SandboxSpec
-    from recreate.scaffold.validate import Bounds
 
 Data = dict[str, Any]  # a scaffold as plain data (model_dump), which ops edit in place
 SettableField = Literal[
@@ -323,7 +323,8 @@ def apply(
         raise ScaffoldValidationError(
             _data_problems(exc, data), source=scaffold.ref or scaffold.name
         ) from None
-    return result.validate(sandbox=sandbox, bounds=bounds, spec=spec)
+    validate_scaffold(result, sandbox=sandbox, bounds=bounds, spec=spec)
+    return result
 
 
 def _data_problems(exc: ValidationError, data: Data) -> list[Problem]:

@@ -33,10 +33,10 @@ from recreate.scaffold.errors import ScaffoldError
 from recreate.scaffold.files import read_dir, write_dir
 from recreate.scaffold.model import NAME_PATTERN, Scaffold
 from recreate.scaffold.ops import apply, ops_to_json, parse_ops
+from recreate.scaffold.validate import Bounds, validate_scaffold
 
 if TYPE_CHECKING:
     from recreate.sandbox.base import Sandbox, SandboxSpec
-    from recreate.scaffold.validate import Bounds
 
 _VERSION_DIR = re.compile(r"^v(\d+)$")
 _LOCK_TIMEOUT_S = 120.0
@@ -162,7 +162,7 @@ class ScaffoldStore:
         """Store `scaffold` as the next version of its name. The static checks always run here;
         `sandbox_checked` records the backend its smoke tests passed in (see `apply`). A commit
         whose content equals its parent's (default parent: the head) returns the parent."""
-        scaffold.validate(bounds=bounds)
+        validate_scaffold(scaffold, bounds=bounds)
         ops_json = ops_to_json(list(ops))
         digest = scaffold.content_hash()
         name = scaffold.name

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import jsonschema
 from jinja2 import TemplateSyntaxError
 
+from recreate.sandbox import SandboxSpec, resolve_sandbox
 from recreate.scaffold.errors import Problem, ScaffoldError, ScaffoldValidationError
 from recreate.scaffold.files import MEMORY_FILE, SCAFFOLD_FILE, TOOL_FILE, TOOLS_DIR
 from recreate.scaffold.model import RESERVED_TOOL_NAMES, TOOL_ROOT, Scaffold, Tool
@@ -31,7 +32,7 @@ from recreate.scaffold.render import (
 )
 
 if TYPE_CHECKING:
-    from recreate.sandbox.base import Sandbox, SandboxSpec, Session
+    from recreate.sandbox.base import Sandbox, Session
 
 
 @dataclass(frozen=True)
@@ -224,9 +225,7 @@ def install_tools(session: Session, tools: list[Tool], root: str = TOOL_ROOT) ->
 def sandbox_problems(
     scaffold: Scaffold, sandbox: Sandbox | str, bounds: Bounds, spec: SandboxSpec | None = None
 ) -> list[Problem]:
-    from recreate.sandbox import SandboxSpec, get_sandbox
-
-    box = get_sandbox(sandbox) if isinstance(sandbox, str) else sandbox
+    box = resolve_sandbox(sandbox)
     timeout = min(scaffold.limits.command_timeout_s, bounds.smoke_timeout_s)
     problems = []
     for tool in scaffold.tools:

@@ -5,6 +5,7 @@ experience store's semantic search with the CLI's filters."""
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,10 @@ class TrajectoryReader:
         self._embedding, self._chroma_url = embedding, chroma_url
         self._store: Any = None
 
-    def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(f"file:{self.catalog_path}?mode=ro", uri=True)
+    def _connect(self) -> closing[sqlite3.Connection]:
+        # closed on leaving the block (a connection's own `with` only commits, and its statement cache
+        # is a reference cycle: unclosed, the file stays open until the garbage collector runs)
+        return closing(sqlite3.connect(f"file:{self.catalog_path}?mode=ro", uri=True))
 
     def page(self, filters: dict[str, str], offset: int = 0, size: int = PAGE_SIZE) -> Page:
         """Newest first: in reverse order of storing (the catalog's rowid, so SQLite walks its b-tree or

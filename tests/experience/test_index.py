@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
+import gc
+import os
 import socket
 import sqlite3
 import subprocess
@@ -221,3 +224,33 @@ def test_reindex_rebuilds_step_rows(store: ExperienceStore) -> None:
     assert store.catalog.matching("steps", {"error_type": "ZeroDivisionError"}) == []
     store.reindex()
     assert store.catalog.matching("steps", {"error_type": "ZeroDivisionError"}) == ["t-fail#1"]
+
+
+def _open_fds() -> int:
+    gc.collect()  # Chroma's reference cycles hold its files until the collector runs
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_closing_the_last_index_of_a_directory_gives_up_its_ownership(tmp_path: Path) -> None:
+    def cycle(path: Path) -> None:
+        index = ExperienceIndex(path, embedding="hash")
+        index.add([make_trajectory("t-1")])  # a write: takes the directory's owner lock
+        index.close()
+
+    cycle(tmp_path / "chroma-0")
+    settled = _open_fds()
+    for n in range(1, 51):  # a long-lived process (an evolve run, `recreate ui`) opening many homes
+        cycle(tmp_path / f"chroma-{n}")
+    assert _open_fds() <= settled + 2  # was one lock fd per directory, held until the process exited
+
+    first, second = (ExperienceIndex(tmp_path / "chroma-0", embedding="hash") for _ in range(2))
+    assert first.writable() and second.writable()
+    lock = os.open(tmp_path / "chroma-0.owner.lock", os.O_RDWR)
+    try:
+        first.close()
+        with pytest.raises(BlockingIOError):  # `second` is still open: this process still owns it
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        second.close()
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free for another process now
+    finally:
+        os.close(lock)

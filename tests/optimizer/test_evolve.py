@@ -3,7 +3,10 @@ real bubblewrap sandboxes, the real experience store (Chroma) and scaffold store
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -193,3 +196,32 @@ def test_chat_model_instances_work_and_are_billed_per_role(recreate_home, openai
     assert [h["accepted"] for h in result.history] == [True, True]
     assert {"agent", "optimizer", "synthesis"} <= set(result.usage)
     assert sum(r["calls"] for r in result.usage.values()) == len(openai_server.requests)
+
+
+def test_a_run_closes_the_experience_store_it_opened(recreate_home, openai_server, domain, monkeypatch):
+    monkeypatch.setenv("RECREATE_EMBEDDING", "hash")
+    openai_server.responder = responder
+    model = f"scripted@{openai_server.url}"
+    opt = ReCreateOptimizer(
+        optimizer_model=model,
+        agent_model=model,
+        sandbox="bwrap",
+        home=recreate_home,
+        config=EvolveConfig(rounds=1, batch_size=2),
+    )
+    result = opt.optimize(
+        seed=SEED, domain=domain, trainset=domain.tasks("train"), valset=domain.tasks("val")
+    )
+    assert result.finished
+    # an open Chroma client keeps its files, threads and owner lock for the life of the process
+    assert not [f for f in open_files() if f.startswith(str(recreate_home / "experience" / "chroma"))]
+    assert opt.experience.list()  # reopened on use
+
+
+def open_files() -> list[str]:
+    gc.collect()  # Chroma's reference cycles hold its files until the collector runs
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
+            found.append(os.readlink(f"/proc/self/fd/{fd}"))
+    return found

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from recreate.sandbox import SandboxError
+from recreate.sandbox import SandboxError, get_sandbox, resolve_sandbox
 from recreate.sandbox.process import CappedOutput, exit_code_of
 from recreate.sandbox.shell import sandbox_env, shell_argv
 from recreate.sandbox.workspace import read_file, workspace_parts, write_file
@@ -30,6 +30,14 @@ def test_capped_output_under_the_limit_is_untouched() -> None:
 
 def test_exit_code_of_signal_deaths() -> None:
     assert (exit_code_of(0), exit_code_of(3), exit_code_of(-9)) == (0, 3, 137)
+
+
+def test_resolve_sandbox_takes_a_backend_or_its_name() -> None:
+    box = get_sandbox("local")
+    assert resolve_sandbox(box) is box
+    assert type(resolve_sandbox("local")) is type(box)
+    with pytest.raises(SandboxError, match="unknown sandbox backend 'nope'"):
+        resolve_sandbox("nope")
 
 
 def test_env_starts_fresh(monkeypatch: pytest.MonkeyPatch) -> None:

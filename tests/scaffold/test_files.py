@@ -18,6 +18,7 @@ from recreate.scaffold import (
     canonical_files,
     load_scaffold,
     read_dir,
+    validate_scaffold,
     write_dir,
 )
 from recreate.scaffold.model import Example
@@ -82,7 +83,7 @@ def test_loading_never_executes_tool_code(tmp_path):
     code = f"open({str(marker)!r}, 'w').write('ran')\nprint('echo: hello')\n"
     out = write_dir(make_scaffold(tools=[echo_tool(code=code)]), tmp_path / "s")
     loaded = load_scaffold(out)
-    loaded.validate()  # static checks compile the code but never run it
+    validate_scaffold(loaded)  # static checks compile the code but never run it
     assert not marker.exists()
 
 
@@ -181,7 +182,9 @@ def test_a_tool_without_a_smoke_test_round_trips(tmp_path):
     scaffold = make_scaffold(tools=[echo_tool(smoke=None)])
     out = write_dir(scaffold, tmp_path / "s")
     assert "smoke" not in (out / "tools/echo_text/tool.yaml").read_text()
-    assert read_dir(out).validate() == scaffold
+    loaded = read_dir(out)
+    validate_scaffold(loaded)
+    assert loaded == scaffold
 
 
 WORKED = {"task": "What is 3 + 4?", "steps": [{"command": "echo $((3 + 4))", "output": "7"}, {"submit": "7"}]}

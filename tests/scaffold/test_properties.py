@@ -8,7 +8,14 @@ import tempfile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recreate.scaffold import OpError, ScaffoldStore, ScaffoldValidationError, apply, parse_ops
+from recreate.scaffold import (
+    OpError,
+    ScaffoldStore,
+    ScaffoldValidationError,
+    apply,
+    parse_ops,
+    validate_scaffold,
+)
 from tests.scaffold.conftest import ECHO_CODE, make_scaffold, tree_snapshot
 
 IDS = st.sampled_from(["r1", "r2", "r3", "m1", "m2", "x"])
@@ -79,7 +86,7 @@ def test_random_edits_never_store_an_invalid_version(batches):
                 assert tree_snapshot(store.root) == before
         for info in store.log("demo"):
             scaffold = store.load(info.ref)  # content matches the recorded hash
-            scaffold.validate()
+            validate_scaffold(scaffold)
             if info.parent:  # the recorded ops turn the parent into exactly this version
                 parent = store.load(info.parent)
                 assert apply(parent, parse_ops(info.ops)).content_hash() == info.hash

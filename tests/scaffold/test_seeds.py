@@ -6,7 +6,13 @@ import json
 
 import pytest
 
-from recreate.scaffold import canonical_files, load_scaffold, render_instance, render_system
+from recreate.scaffold import (
+    canonical_files,
+    load_scaffold,
+    render_instance,
+    render_system,
+    validate_scaffold,
+)
 from tests.scaffold.conftest import SEEDS
 
 SEED_NAMES = ["minimal", "math", "ds1000"]
@@ -15,7 +21,8 @@ SEED_NAMES = ["minimal", "math", "ds1000"]
 @pytest.mark.parametrize("name", SEED_NAMES)
 def test_seed_is_valid_and_canonical(name):
     scaffold = load_scaffold(SEEDS / name)
-    assert scaffold.validate().name == name
+    validate_scaffold(scaffold)
+    assert scaffold.name == name
     on_disk = {
         str(p.relative_to(SEEDS / name)): p.read_bytes() for p in (SEEDS / name).rglob("*") if p.is_file()
     }

@@ -15,6 +15,7 @@ from recreate.scaffold import (
     SmokeTest,
     UpdateTool,
     load_scaffold,
+    validate_scaffold,
 )
 from tests.scaffold.conftest import SEEDS, echo_tool, make_scaffold, tree_snapshot
 
@@ -33,13 +34,13 @@ SHELL_CODE = (
 
 def sandbox_problems(scaffold, **kwargs) -> list[str]:
     with pytest.raises(ScaffoldValidationError) as info:
-        scaffold.validate(sandbox="bwrap", **kwargs)
+        validate_scaffold(scaffold, sandbox="bwrap", **kwargs)
     return [str(p) for p in info.value.problems]
 
 
 def test_seed_tools_pass_their_smoke_tests():
     for seed in ("minimal", "math", "ds1000"):
-        load_scaffold(SEEDS / seed).validate(sandbox="bwrap")
+        validate_scaffold(load_scaffold(SEEDS / seed), sandbox="bwrap")
 
 
 def test_python_and_shell_tools_pass(scaffold):
@@ -49,7 +50,7 @@ def test_python_and_shell_tools_pass(scaffold):
         code=SHELL_CODE,
         smoke=SmokeTest(args={"text": "hi"}, expect="shell: hi"),
     )
-    make_scaffold(tools=[scaffold.tools[0], shell]).validate(sandbox=get_sandbox("bwrap"))
+    validate_scaffold(make_scaffold(tools=[scaffold.tools[0], shell]), sandbox=get_sandbox("bwrap"))
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from recreate.scaffold import AddRule, ScaffoldStore
+from recreate.scaffold import AddRule, ScaffoldStore, validate_scaffold
 from tests.scaffold.conftest import REPO, make_scaffold
 
 
@@ -32,7 +32,7 @@ def assert_consistent(store: ScaffoldStore, expected_versions: int) -> None:
     for version in versions:
         info = store.resolve(f"demo@v{version}")
         scaffold = store.load(info.ref)  # checks the content hash
-        scaffold.validate()
+        validate_scaffold(scaffold)
         if info.parent:
             parent = store.resolve(info.parent)
             assert parent.version < version
@@ -103,7 +103,7 @@ def test_a_killed_writer_leaves_only_whole_versions(store):
     versions = store.versions("demo")
     assert versions == list(range(1, len(versions) + 1)) and len(versions) > 3
     for version in versions:  # a kill mid-write leaves at most an ignored .tmp- folder, never half a version
-        store.load(f"demo@v{version}").validate()
+        validate_scaffold(store.load(f"demo@v{version}"))
     # the lock died with its holder: the next writer gets the next number
     assert (
         store.apply("demo@latest", [AddRule(id="after", text="after the kills")]).version == versions[-1] + 1

@@ -4,18 +4,26 @@ from __future__ import annotations
 
 import pytest
 
-from recreate.scaffold import Bounds, Limits, MemoryItem, Rule, ScaffoldValidationError, SmokeTest
+from recreate.scaffold import (
+    Bounds,
+    Limits,
+    MemoryItem,
+    Rule,
+    ScaffoldValidationError,
+    SmokeTest,
+    validate_scaffold,
+)
 from tests.scaffold.conftest import echo_tool, make_scaffold
 
 
 def problems(scaffold, **kwargs) -> list[str]:
     with pytest.raises(ScaffoldValidationError) as info:
-        scaffold.validate(**kwargs)
+        validate_scaffold(scaffold, **kwargs)
     return [str(p) for p in info.value.problems]
 
 
 def test_a_good_scaffold_validates(scaffold):
-    assert scaffold.validate() is scaffold
+    assert validate_scaffold(scaffold) is None
 
 
 @pytest.mark.parametrize(
@@ -116,12 +124,12 @@ def test_bounds_are_configurable_and_sizes_bounded():
     assert any(
         p.startswith("tools/echo_text/main.py: ") and "characters exceed the bound 10" in p for p in found
     )
-    assert make_scaffold().validate(bounds=Bounds(max_steps=20)) is not None
+    validate_scaffold(make_scaffold(), bounds=Bounds(max_steps=20))
 
 
 def test_error_message_lists_every_problem():
     with pytest.raises(ScaffoldValidationError) as info:
-        make_scaffold(instance_template="x", limits=Limits(max_steps=999)).validate()
+        validate_scaffold(make_scaffold(instance_template="x", limits=Limits(max_steps=999)))
     message = str(info.value)
     assert message.startswith("demo: invalid scaffold (2 problems):")
     assert "  - scaffold.yaml: instance_template: must use {{ task }}" in message
