@@ -80,15 +80,18 @@ def start_server(
     port: int | None = None,
     detach: bool = False,
     parallel: int = 4,
+    ctx_per_slot: int = 4096,
 ) -> LocalServer:
-    """Start a server for `model` (default: the embedded one) and return it once it answers."""
+    """Start a server for `model` (default: the embedded one) and return it once it answers; llama.cpp
+    gives each of its `parallel` slots a context of `ctx_per_slot` tokens."""
     home = Path(home)
     local = resolve_local_model(home, model)
     port = port or free_port()
     if engine == "llamacpp":
         from recreate.local import llamacpp
 
-        command, tool_calls, env = llamacpp.command(local, port=port, parallel=parallel), False, {}
+        command = llamacpp.command(local, port=port, parallel=parallel, ctx_per_slot=ctx_per_slot)
+        tool_calls, env = False, {}
     elif engine == "vllm":
         from recreate.local import vllm
 

@@ -4,6 +4,7 @@ sandboxes, are evaluated and stored, with the sampled tokens' ids and log-probs 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from recreate.domains import get_domain
 from recreate.evaluation import Rollouts
 from recreate.experience.store import ExperienceStore
-from recreate.local import local_agent_options
+from recreate.local import local_agent_options, start_server
 from recreate.sandbox import get_sandbox
 from recreate.scaffold import load_scaffold
 
@@ -68,3 +69,34 @@ def test_the_agent_runs_three_tasks_on_the_real_model(embedded_server, tmp_path)
         stored = reopened.get(traj.trajectory_id)
         assert stored.evaluation == traj.evaluation
     reopened.close()
+
+
+def test_a_conversation_the_real_engine_cannot_hold_ends_the_run_as_context_exceeded(
+    local_extra, tmp_path, caplog
+):
+    """A small context (512 tokens a slot) fills within a few real replies: the engine refuses the
+    request, and the run ends as its own outcome, scored 0 and logged without a warning."""
+    sandbox = get_sandbox("bwrap")
+    ok, why = sandbox.available()
+    if not ok:
+        pytest.skip(f"bubblewrap unavailable: {why}")
+    tasks = tmp_path / "sums.jsonl"
+    tasks.write_text(json.dumps({"id": "sum", "problem": "What is 3 + 4?", "answer": "7"}) + "\n")
+    domain = get_domain("math", data=tasks)
+    scaffold = load_scaffold(REPO / "scaffolds" / "minimal")  # no examples: long, malformed replies
+    server = start_server(tmp_path / "home", engine="llamacpp", parallel=1, ctx_per_slot=512)
+    try:
+        runner = Rollouts(
+            scaffold, domain, model=server.info.spec, sandbox=sandbox, cache=False, run_id="overflow",
+            trajectory_dir=tmp_path / "trajectories", **local_agent_options(server.info),
+        )  # fmt: skip
+        with caplog.at_level(logging.INFO, logger="recreate"):
+            traj = runner.run(domain.tasks("all")[0], seed=3)
+    finally:
+        server.stop()
+    if traj.outcome.exit_status == "submitted":
+        pytest.skip("the model submitted before its context filled (seeded, but engine-dependent)")
+    assert traj.outcome.exit_status == "context_exceeded", traj.outcome
+    assert "context" in (traj.outcome.error or "") and traj.evaluation.score == 0
+    assert "no submission" in traj.evaluation.feedback
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
