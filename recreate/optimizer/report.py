@@ -14,6 +14,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from recreate.text import clip_middle  # noqa: E402
+
 COMPONENT = {
     "add_rule": "rules",
     "update_rule": "rules",
@@ -86,21 +88,18 @@ def write_report(result: Any, out_dir: Path) -> Path:
     plt.close(fig)
 
     roles = result.usage or {}
-    _bar(
-        out_dir / "cost_per_role.png",
-        list(roles),
-        [r["cost_usd"] for r in roles.values()],
-        "cost per role",
-        "USD",
-    )
+    if any(r["cost_usd"] for r in roles.values()):
+        _bar(out_dir / "spend_per_role.png", list(roles), [r["cost_usd"] for r in roles.values()],
+             "cost per role", "USD")  # fmt: skip
+    else:  # local models cost nothing: their tokens show the work
+        tokens = [r["prompt_tokens"] + r["completion_tokens"] for r in roles.values()]
+        _bar(out_dir / "spend_per_role.png", list(roles), tokens, "tokens per role (no cost)", "tokens")
     edits = Counter(component_of(op) for h in history if h.get("accepted") for op in h.get("ops", []))
-    _bar(
-        out_dir / "edits_per_component.png",
-        list(edits),
-        list(edits.values()),
-        "accepted edits per component",
-        "ops",
-    )
+    plots = ["scores.png", "spend_per_role.png"]
+    if edits:
+        _bar(out_dir / "edits_per_component.png", list(edits), list(edits.values()),
+             "accepted edits per component", "ops")  # fmt: skip
+        plots.append("edits_per_component.png")
 
     rows = "".join(
         f"<tr><td>{html.escape(str(h.get('ref', '—')))}</td><td>{h.get('round')}</td>"
@@ -123,7 +122,7 @@ td,th{{border:1px solid #ccc;padding:4px 8px;font-size:14px}}
 </style></head><body>
 <h1>recreate evolve — {html.escape(result.run_id)}</h1>
 <p>Final scaffold: <b>{html.escape(str(result.final))}</b> ({status})</p>
-<img src="scores.png"> <img src="cost_per_role.png"> <img src="edits_per_component.png">
+{" ".join(f'<img src="{name}">' for name in plots)}
 <h2>Versions</h2><table><tr><th>version</th><th>round</th><th>parent</th><th>accepted</th><th>val mean</th>
 <th>improvement</th><th>95% CI</th><th>n</th><th>gate</th><th>errors</th></tr>{rows}</table>
 {finetuning}
@@ -186,6 +185,16 @@ def _errors_cell(errors: list[str]) -> str:
     return f"<details><summary>{len(errors)}</summary><ul>{items}</ul></details>"
 
 
+def op_content(op: dict[str, Any]) -> str:
+    """What an edit op changes, in one clipped line (the rationale says why)."""
+    if op["op"] == "replace_text":
+        return f"{op['field']}: {clip_middle(op['old'], 120)!r} -> {clip_middle(op['new'], 300)!r}"
+    if op["op"] == "set_field":
+        return f"{op['field']} = {clip_middle(str(op['value']), 300)}"
+    keys = ("id", "name", "title", "text", "description", "content")
+    return " · ".join(clip_middle(str(op[k]), 300) for k in keys if op.get(k))
+
+
 def _edit_html(h: dict[str, Any]) -> str:
     head = (
         f"<h3>{html.escape(str(h.get('ref', 'rejected candidate')))} (round {h.get('round')}, "
@@ -193,7 +202,8 @@ def _edit_html(h: dict[str, Any]) -> str:
     )
     items = "".join(
         f"<li><b>{html.escape(op['op'])}</b> [{html.escape(component_of(op))}] "
-        f"{html.escape(op.get('rationale', ''))}<br><small>evidence: "
+        f"<code>{html.escape(op_content(op))}</code><br>{html.escape(op.get('rationale', ''))}"
+        "<br><small>evidence: "
         f"{html.escape(', '.join(op.get('evidence', [])) or '—')}</small></li>"
         for op in h["ops"]
     )

