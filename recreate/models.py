@@ -32,11 +32,14 @@ from recreate.jsonl import append_jsonl
 from recreate.redact import redact
 
 log = logging.getLogger(__name__)
-# how endpoints refuse a request that does not fit the model's context: OpenAI, vLLM, llama.cpp's server,
-# Anthropic, and LangChain's own wrappers of them
+# how endpoints refuse a request that does not fit the model's context: OpenAI, vLLM (its server's check
+# and its engine's), llama.cpp's server, Anthropic (prompt alone; prompt plus max_tokens), Gemini, and
+# LangChain's own wrappers of them
 _CONTEXT_OVERFLOW = re.compile(
     r"context[ _-]?length|context[ _-]?window|maximum context|context_length_exceeded|prompt is too long"
-    r"|too many (input )?tokens|exceeds? the (model's |available )?(maximum )?context|exceed_context_size",
+    r"|too many (input )?tokens|exceeds? the (model's |available )?(maximum )?context|exceed_context_size"
+    r"|exceeds? context limit|longer than the maximum model length"
+    r"|exceeds the maximum number of tokens allowed",
     re.IGNORECASE,
 )
 

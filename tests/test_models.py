@@ -14,6 +14,7 @@ from recreate.models import (
     ModelSpecError,
     UsageLedger,
     UsageRecord,
+    is_context_overflow,
     is_local_endpoint,
     make_chat_model,
     parse_spec,
@@ -252,3 +253,32 @@ def test_api_key_never_reaches_logs_or_ledger(openai_server, secret_env, tmp_pat
         if path.is_file():
             assert secret_env not in path.read_text(errors="replace"), path
     assert "calling with key ***" in log_file.read_text()
+
+
+@pytest.mark.parametrize(
+    "error",
+    [  # each endpoint's own words (from its error body), as the agent records them
+        "BadRequestError: Error code: 400 - {'type': 'error', 'error': {'type': 'invalid_request_error', "
+        "'message': 'input length and `max_tokens` exceed context limit: 178959 + 64000 > 200000, decrease "
+        "input length or `max_tokens` and try again'}}",  # Anthropic: prompt plus max_tokens
+        "BadRequestError: Error code: 400 - {'error': {'message': 'The decoder prompt (length 2136) is "
+        "longer than the maximum model length of 2048. Make sure that `max_model_len` is no smaller than "
+        "the number of text tokens.'}}",  # vLLM's engine (its server's check: "maximum context length")
+        "ChatGoogleGenerativeAIError: Invalid argument provided to Gemini: 400 The input token count "
+        "(1200293) exceeds the maximum number of tokens allowed (1048576).",
+        "BadRequestError: Error code: 400 - {'type': 'error', 'error': {'type': 'invalid_request_error', "
+        "'message': 'prompt is too long: 215000 tokens > 200000 maximum'}}",  # Anthropic: the prompt alone
+    ],
+)
+def test_every_endpoints_refusal_of_an_overlong_conversation_is_a_context_overflow(error: str) -> None:
+    assert is_context_overflow(error)
+
+
+def test_refusals_for_other_reasons_are_not_context_overflows() -> None:
+    for error in (
+        "BadRequestError: Error code: 400 - invalid 'messages'",
+        "RateLimitError: Error code: 429 - Rate limit reached for gpt-4o on tokens per min (TPM): "
+        "Limit 30000, Used 29000, Requested 2000.",
+        "InternalServerError: Error code: 503 - the model is overloaded, try again later",
+    ):
+        assert not is_context_overflow(error)

@@ -151,7 +151,13 @@ def check_filters(filters: dict[str, Any] | None, allowed: Iterable[str] = FILTE
 
 class _Connection(sqlite3.Connection):
     """Weakly referable: the catalog reaches every thread's connection, and a finished thread's
-    connection still goes with the thread."""
+    connection still goes with the thread. `busy` is held while its thread uses it, since closing a
+    connection that another thread is stepping through crashes the interpreter (CPython's sqlite3)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.busy = threading.RLock()
+        self.closed = False
 
 
 class Catalog:
@@ -182,24 +188,31 @@ class Catalog:
         """Close every thread's connection (a background index pass leaves one on its pool thread, open
         for as long as the catalog lives otherwise); a thread that uses the catalog again reconnects."""
         with self._open_lock:
-            for db in self._open:
-                db.close()
+            connections = list(self._open)
             self._open.clear()
+        for db in connections:
+            with db.busy:  # a thread's statement in progress ends first
+                db.closed = True
+                db.close()
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        db = getattr(self._local, "db", None)
-        if db is None or db not in self._open:  # none yet, or closed by `close`
-            # any thread may close it (`close`); each thread still uses only its own
-            db = sqlite3.connect(
-                self.path, timeout=60, isolation_level=None, check_same_thread=False, factory=_Connection
-            )
-            db.execute("PRAGMA busy_timeout=60000")
-            db.execute("PRAGMA synchronous=NORMAL")
-            with self._open_lock:
-                self._open.add(db)
-            self._local.db = db
-        yield db
+        while True:
+            db: _Connection | None = getattr(self._local, "db", None)
+            if db is None or db.closed:  # none yet, or closed by `close`
+                # any thread may close it (`close`); each thread still uses only its own
+                db = sqlite3.connect(
+                    self.path, timeout=60, isolation_level=None, check_same_thread=False, factory=_Connection
+                )
+                db.execute("PRAGMA busy_timeout=60000")
+                db.execute("PRAGMA synchronous=NORMAL")
+                with self._open_lock:
+                    self._open.add(db)
+                self._local.db = db
+            with db.busy:
+                if not db.closed:  # else `close` got to it between the check above and the lock
+                    yield db
+                    return
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:

@@ -176,9 +176,10 @@ def _file_digest(path: str, size: int, mtime_ns: int) -> str:
 
 def fingerprint(embedding: EmbeddingFunction) -> str | None:
     """What determines `embedding`'s vectors, or None when it cannot say (a user's own function, which
-    is then never cached)."""
+    is then never cached). Its name comes first: a subclass that embeds otherwise under a name of its
+    own (as its Chroma collections need) inherits the method but never its parent's cached vectors."""
     method = getattr(embedding, "fingerprint", None)
-    return str(method()) if callable(method) else None
+    return f"{embedding.name()}|{method()}" if callable(method) else None
 
 
 def make_embedding(spec: str | EmbeddingFunction, *, threads: int | None = None) -> EmbeddingFunction:

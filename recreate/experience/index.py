@@ -109,6 +109,7 @@ class ExperienceIndex:
         self._suffix = re.sub(r"[^A-Za-z0-9]+", "-", self.embedding.name()).strip("-")
         self._write_lock = threading.Lock()
         self._open_lock = threading.Lock()
+        self._cache_lock = threading.Lock()
         self._collections: dict[str, Any] = {}
         self._copied: set[str] = set()
         # embedded only: with a server, several processes write and no single file can follow them
@@ -177,13 +178,15 @@ class ExperienceIndex:
                 self._vector_files[scope].append(ids, embeddings)
 
     def _embed_documents(self, docs: list[str]) -> Sequence[Any]:
-        if self._cache is None and self._cache_path is not None:
-            key = fingerprint(self.embedding)  # loads the model: not before the first write
-            if key is None:  # an embedding that cannot name its weights: nothing to key a cache on
-                self._cache_path = None
-            else:
-                self._cache = VectorCache(self._cache_path, key)
-        return self.embedding(docs) if self._cache is None else self._cache.embed(docs, self.embedding)
+        with self._cache_lock:  # writers on several threads share one cache (and one connection)
+            if self._cache is None and self._cache_path is not None:
+                key = fingerprint(self.embedding)  # loads the model: not before the first write
+                if key is None:  # an embedding that cannot name its weights: nothing to key a cache on
+                    self._cache_path = None
+                else:
+                    self._cache = VectorCache(self._cache_path, key)
+            cache = self._cache
+        return self.embedding(docs) if cache is None else cache.embed(docs, self.embedding)
 
     def add(self, trajectories: Sequence[Trajectory]) -> None:
         ids, docs, metas = [], [], []

@@ -42,6 +42,8 @@ class VectorCache:
             return np.zeros((0, 0), dtype=np.float32)
         keys = [self._key(doc) for doc in docs]
         found = self._read(keys)
+        if found is None:  # a damaged row among them: none is trusted, and each is replaced
+            return self._recompute(docs, embed)
         missing = list(dict.fromkeys(doc for doc, key in zip(docs, keys, strict=True) if key not in found))
         if missing:
             fresh = np.asarray(embed(missing), dtype=np.float32)
@@ -85,7 +87,9 @@ class VectorCache:
             self._db = db
         return self._db
 
-    def _read(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
+    def _read(self, keys: list[bytes]) -> dict[bytes, np.ndarray] | None:
+        """The held vectors of `keys`, or None when a row among them is damaged (not whole float32
+        values, or not all of one shape)."""
         distinct = list(dict.fromkeys(keys))
         rows: list[tuple[bytes, bytes]] = []
         with self._lock:
@@ -99,12 +103,14 @@ class VectorCache:
                     rows += db.execute(
                         f"SELECT key, vector FROM vectors WHERE key IN ({marks})", chunk
                     ).fetchall()
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, OSError) as exc:  # OSError: its folder cannot be made
                 self._give_up(exc)
                 return {}
+        if any(len(blob) % 4 for _, blob in rows):
+            return None
         vectors = {bytes(key): np.frombuffer(blob, dtype=np.float32) for key, blob in rows}
         if len({v.shape for v in vectors.values()}) > 1:  # a foreign or damaged row: recompute them all
-            return {}
+            return None
         return vectors
 
     def _write(self, vectors: dict[bytes, np.ndarray], replace: bool = False) -> None:
@@ -117,10 +123,10 @@ class VectorCache:
                 with db:
                     verb = "REPLACE" if replace else "IGNORE"
                     db.executemany(f"INSERT OR {verb} INTO vectors (key, vector) VALUES (?, ?)", rows)
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, OSError) as exc:
                 self._give_up(exc)
 
-    def _give_up(self, exc: sqlite3.Error) -> None:
+    def _give_up(self, exc: Exception) -> None:
         """Called with the lock held: stop using the file for the rest of this process."""
         log.warning(
             "embedding cache %s is unusable (%s): embedding without it; delete the file to start a new one",

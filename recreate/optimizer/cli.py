@@ -269,6 +269,7 @@ def _progress_lines() -> Iterator[None]:
 
     log = logging.getLogger("recreate.progress")
     handler = RichHandler(console=console, show_level=False, show_path=False, markup=False)
+    level, propagate = log.level, log.propagate  # given back: a caller's own handlers see them again
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     log.propagate = False
@@ -276,6 +277,8 @@ def _progress_lines() -> Iterator[None]:
         yield
     finally:
         log.removeHandler(handler)
+        log.setLevel(level)
+        log.propagate = propagate
 
 
 def _local_models(stack: contextlib.ExitStack, home: Path, agent: str, optimizer: str) -> dict[str, Any]:

@@ -19,9 +19,11 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from langgraph.errors import GraphRecursionError
 
+from recreate.models import is_context_overflow
 from recreate.optimizer.prompts import BOOTSTRAP, SYNTHESIZE, with_ops_reference
 from recreate.optimizer.proposals import Proposal, ProposalBox, propose_tool
 from recreate.optimizer.reflect import view_scaffold_tool
+from recreate.redact import redact
 from recreate.scaffold import Scaffold, parse_ops
 from recreate.scaffold import apply as apply_ops
 
@@ -84,6 +86,12 @@ def run_patch_agent(
         agent.invoke({"messages": [HumanMessage(request)]}, config={"recursion_limit": 2 * max_steps + 1})
     except GraphRecursionError:
         box.proposal.errors.append(f"the {source} agent hit its step limit ({max_steps})")
+    except Exception as exc:
+        if not is_context_overflow(exc):
+            raise
+        # the same request would overflow again on every resume: the round goes on without this patch
+        error = redact(f"{type(exc).__name__}: {exc}")
+        box.proposal.errors.append(f"the {source} agent's conversation outgrew the model's context ({error})")
     return box.finish()
 
 

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from recreate.experience import minilm_onnx
-from recreate.experience.embeddings import MiniLMEmbedding
+from recreate.experience.embeddings import HashEmbedding, MiniLMEmbedding, fingerprint
+from recreate.experience.store import ExperienceStore
+from tests.experience.factory import make_trajectory
 
 TEXTS = [
     "python -c 'import numpy'\n[exit 1]\nModuleNotFoundError: No module named 'numpy'",
@@ -52,3 +54,25 @@ def test_threads_choose_the_runtimes_threads_and_not_the_vectors(minilm_models: 
         assert options.intra_op_num_threads == expected
     assert make_embedding("minilm", threads=3).threads == 3
     assert bulk.get_config() == default.get_config()  # an index does not record how it was built
+
+
+class PrefixedHash(HashEmbedding):
+    """A user's own variant of a built-in: other vectors, under a name of its own."""
+
+    def __call__(self, input: list[str]) -> list[np.ndarray]:  # type: ignore[override]
+        return super().__call__([f"passage: {text} with more words" for text in input])
+
+    @staticmethod
+    def name() -> str:
+        return "prefixed-hash"
+
+
+def test_a_subclass_under_its_own_name_never_gets_its_parents_cached_vectors(tmp_path: Path) -> None:
+    assert fingerprint(PrefixedHash()) != fingerprint(HashEmbedding())
+    root = tmp_path / "experience"
+    with ExperienceStore(root, embedding=HashEmbedding()) as store:
+        store.ingest([make_trajectory("t-1")])
+    with ExperienceStore(root, embedding=PrefixedHash()) as store:  # the same home, another embedding
+        store.reindex()
+        held = store.index.collection("steps").get(include=["embeddings", "documents"])
+        assert np.allclose(np.asarray(held["embeddings"]), np.asarray(PrefixedHash()(held["documents"])))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import gc
 import os
@@ -9,6 +10,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -254,3 +256,37 @@ def test_closing_the_last_index_of_a_directory_gives_up_its_ownership(tmp_path: 
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free for another process now
     finally:
         os.close(lock)
+
+
+class SlowToFingerprint(HashEmbedding):
+    """The hashing embedding, naming its weights slowly (as MiniLM's hashing of its files does)."""
+
+    def fingerprint(self) -> str:
+        time.sleep(0.2)
+        return super().fingerprint()
+
+
+def test_threads_writing_a_fresh_index_at_once_share_one_vector_cache(tmp_path: Path) -> None:
+    def cache_files() -> int:
+        found = 0
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                found += os.readlink(f"/proc/self/fd/{fd}").endswith("vector-cache.sqlite")
+        return found
+
+    index = ExperienceIndex(
+        tmp_path / "chroma", embedding=SlowToFingerprint(), vector_cache=tmp_path / "vector-cache.sqlite"
+    )
+    gc.disable()  # a lost cache's connection would otherwise close whenever the collector runs
+    try:
+        writers = [threading.Thread(target=index.add, args=([make_trajectory(f"t-{n}")],)) for n in range(6)]
+        for writer in writers:
+            writer.start()
+        for writer in writers:
+            writer.join()
+        assert cache_files() == 1  # was one connection per thread, all but one never closed
+        assert len(index.collection("summaries").get()["ids"]) == 6
+        index.close()
+        assert cache_files() == 0
+    finally:
+        gc.enable()

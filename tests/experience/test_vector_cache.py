@@ -83,6 +83,35 @@ def test_held_rows_of_another_shape_are_recomputed_and_replaced(tmp_path: Path) 
     assert np.array_equal(cache.embed(DOCS[:1], Counting()), got[:1])  # the row was replaced
 
 
+def test_a_row_that_is_not_whole_float32s_or_differs_in_shape_is_recomputed_and_replaced(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "vectors.sqlite"
+    cache = VectorCache(path, "f")
+    cache.embed(DOCS, Counting())
+    with sqlite3.connect(path) as db:  # as damaged rows would be: one cut mid-value, one of 7 values
+        first, second = [row[0] for row in db.execute("SELECT key FROM vectors ORDER BY key LIMIT 2")]
+        db.execute("UPDATE vectors SET vector = ? WHERE key = ?", (b"\x00" * 5, first))
+        db.execute("UPDATE vectors SET vector = ? WHERE key = ?", (np.zeros(7, np.float32).tobytes(), second))
+    for _ in range(2):  # was a ValueError (the cut row), then every call recomputed (the mixed shapes)
+        embed = Counting()
+        assert np.array_equal(cache.embed(DOCS, embed), np.asarray(HashEmbedding()(DOCS)))
+    assert embed.calls == []  # replaced by the first call
+    cache.close()
+
+
+def test_a_cache_whose_folder_cannot_be_made_is_reported_and_the_documents_embedded(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    cache, embed = VectorCache(tmp_path / "a-file" / "vectors.sqlite", "f"), Counting()
+    with caplog.at_level(logging.WARNING):
+        assert np.array_equal(cache.embed(DOCS, embed), np.asarray(HashEmbedding()(DOCS)))
+        assert np.array_equal(cache.embed(DOCS, embed), np.asarray(HashEmbedding()(DOCS)))
+    assert len(embed.calls) == 2
+    assert sum("embedding cache" in r.getMessage() for r in caplog.records) == 1
+
+
 def test_only_embeddings_that_name_their_weights_have_a_fingerprint(minilm_models: Path) -> None:
     assert fingerprint(HashEmbedding(dim=64)) != fingerprint(HashEmbedding())
     assert fingerprint(lambda docs: docs) is None  # type: ignore[arg-type]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -145,3 +146,17 @@ def test_the_run_prints_a_timed_line_per_stage(recreate_home):
     assert None not in found and found == sorted(found), res.stdout  # in order, before the summary
     assert sum("round 1: task " in line for line in lines) == 3
     assert "Traceback" not in res.stderr
+
+
+def test_the_progress_logger_is_given_back_as_it_was_after_the_command(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from recreate.optimizer.cli import _progress_lines
+
+    progress = logging.getLogger("recreate.progress")
+    with _progress_lines():
+        assert not progress.propagate  # the command's console prints them, once
+    with caplog.at_level(logging.INFO):
+        progress.info("round 2: a line for the caller's handlers")  # an in-process caller's next run
+    assert progress.propagate and progress.level == logging.NOTSET
+    assert "round 2: a line for the caller's handlers" in caplog.text

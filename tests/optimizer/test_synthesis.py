@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from recreate.domains import get_domain
 from recreate.experience.store import ExperienceStore
 from recreate.models import make_chat_model
@@ -14,7 +16,7 @@ from recreate.optimizer.proposals import Proposal
 from recreate.optimizer.synthesis import bootstrap, synthesize
 from recreate.scaffold import ScaffoldStore, load_scaffold
 from recreate.scaffold.ops import OP_NAMES
-from recreate.testing import text, tool_call
+from recreate.testing import Reply, text, tool_call
 from tests.optimizer.script import EVALUATOR, GOOD_OPS, WORDS
 from tests.optimizer.test_counters import run
 
@@ -52,6 +54,30 @@ def test_synthesis_sees_the_op_schema_the_run_scores_and_clean_runs(openai_serve
     ops = _submit_schema(body)
     kinds = {variant["properties"]["op"]["const"] for variant in ops["items"]["oneOf"]}
     assert kinds == set(OP_NAMES)  # not list[dict]: every op's fields are in the tool's schema
+
+
+def test_proposals_the_models_context_cannot_hold_end_the_round_without_a_patch(openai_server):
+    # the endpoint's refusal (vLLM's words): a resume would send the same request, so raising never ends
+    overflow = "This model's maximum context length is 8192 tokens. However, you requested 9100 tokens."
+    openai_server.enqueue(Reply(status=400, error=overflow))
+    proposals = [Proposal(source="alpha", trajectory_ids=["t-a"], ops=GOOD_OPS[:1], status="ok")]
+    patch = synthesize(
+        proposals,
+        scaffold=load_scaffold(MINIMAL),
+        domain_text="words",
+        model=make_chat_model(f"scripted@{openai_server.url}", role="synthesis"),
+    )
+    assert patch.status == "empty" and not patch.ops
+    assert "outgrew the model's context" in patch.errors[0] and "8192 tokens" in patch.errors[0]
+
+    openai_server.enqueue(Reply(status=400, error="invalid 'messages'"))  # any other refusal still raises
+    with pytest.raises(Exception, match="invalid 'messages'"):
+        synthesize(
+            proposals,
+            scaffold=load_scaffold(MINIMAL),
+            domain_text="words",
+            model=make_chat_model(f"scripted@{openai_server.url}", role="synthesis"),
+        )
 
 
 def test_bootstrap_sees_the_op_schema(openai_server):
