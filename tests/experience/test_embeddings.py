@@ -50,7 +50,7 @@ def test_threads_choose_the_runtimes_threads_and_not_the_vectors(minilm_models: 
     bulk = MiniLMEmbedding(cache_dir=minilm_models, threads=2)
     assert np.array_equal(np.asarray(default(TEXTS)), np.asarray(bulk(TEXTS)))
     for threads, expected in ((2, 2), (None, minilm_onnx.default_threads())):
-        options = _model("onnx-fp32", "cpu", minilm_models, threads).session.get_session_options()
+        options = _model("onnx-fp32", "cpu", minilm_models, threads)[0].session.get_session_options()
         assert options.intra_op_num_threads == expected
     assert make_embedding("minilm", threads=3).threads == 3
     assert bulk.get_config() == default.get_config()  # an index does not record how it was built

@@ -173,3 +173,20 @@ def test_the_cache_is_a_store_option_and_search_is_the_same_without_it(tmp_path:
         assert got[0] == got[1]
     plain.close()
     cached.close()
+
+
+def test_the_fingerprint_is_of_the_weights_this_process_loaded(minilm_models: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from recreate.experience import embeddings, minilm_onnx
+
+    models = tmp_path / "models"
+    shutil.copytree(minilm_models, models)
+    loaded = MiniLMEmbedding(runtime="onnx-fp32", cache_dir=models)
+    before = fingerprint(loaded)
+    int8 = minilm_onnx.export(models, "int8")
+    shutil.copyfile(int8, models / "all-MiniLM-L6-v2-fp32.onnx")  # replaced under the running process
+    assert fingerprint(loaded) == before  # still what this process computes with
+    for key in [k for k in embeddings._models if k[2] == str(models)]:
+        del embeddings._models[key]  # as a new process would load it
+    assert fingerprint(MiniLMEmbedding(runtime="onnx-fp32", cache_dir=models)) != before
