@@ -45,6 +45,7 @@ from recreate.optimizer.gate import paired_gate
 from recreate.optimizer.proposals import Proposal
 from recreate.optimizer.reflect import Ablations, reflect_on_run
 from recreate.optimizer.synthesis import SizeBudget, apply_directly, bootstrap, scaffold_size, synthesize
+from recreate.redact import redact
 from recreate.scaffold import Scaffold, ScaffoldStore, VersionInfo, ops_to_json
 
 Rollout = Callable[[Scaffold, Task, int], tuple[Trajectory, bool]]  # -> (trajectory, came from cache)
@@ -287,7 +288,7 @@ class EvolveLoop:
                 raise
             except Exception as exc:  # one failing reflection is recorded; the batch goes on
                 proposal = failed
-                proposal.errors.append(f"the reflection failed: {type(exc).__name__}: {exc}")
+                proposal.errors.append(f"the reflection failed: {redact(f'{type(exc).__name__}: {exc}')}")
         score = traj.evaluation.score if traj.evaluation and not is_endpoint_error(traj) else None
         result = {
             "round": item["round"],
@@ -424,7 +425,10 @@ class EvolveLoop:
 
     def finetune_node(self, state: EvolveState) -> dict[str, Any]:
         self._check_limits()
-        return self.finetune(self, state)
+        progress.finetuning(state["round"], self.finetune.model_name)
+        update = self.finetune(self, state)
+        progress.finetuned(state["round"], update["models"][-1])
+        return update
 
     def finish(self, state: EvolveState) -> dict[str, Any]:
         return {"final": state["current"]}

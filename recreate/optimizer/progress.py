@@ -63,4 +63,24 @@ def synthesized(rnd: int, proposals: int, patch: dict[str, Any]) -> None:
 def decided(rnd: int, entry: dict[str, Any]) -> None:
     verdict, reason = ("accepted" if entry["accepted"] else "rejected"), entry.get("reason", "")
     said = reason if reason.startswith(verdict) else f"{verdict}: {reason}"
-    log.info("round %d: %s %s", rnd + 1, entry.get("ref") or "no candidate", said)
+    errors = len(entry.get("errors") or [])
+    noted = f" ({errors} errors this round: failed reflections or runs, see the report)" if errors else ""
+    log.info("round %d: %s %s%s", rnd + 1, entry.get("ref") or "no candidate", said, noted)
+
+
+def finetuning(rnd: int, model: str) -> None:
+    log.info("round %d: fine-tuning %s on this round's training tasks", rnd, model)
+
+
+def finetuned(rnd: int, entry: dict[str, Any]) -> None:
+    reward = entry.get("reward_mean")
+    runs = f"{entry.get('trajectories', 0)} runs" + (
+        f", mean reward {reward:g}" if reward is not None else ""
+    )
+    if "model" not in entry:
+        said = f"nothing trained, {entry['parent']} stays: {entry.get('reason', '')}"
+    elif entry["accepted"]:
+        said = f"{entry['model']} accepted: {entry.get('reason', '')}"
+    else:
+        said = f"{entry['model']} rejected, {entry['parent']} stays: {entry.get('reason', '')}"
+    log.info("round %d: fine-tuning (%s): %s", rnd, runs, said)

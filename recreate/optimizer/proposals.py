@@ -12,9 +12,13 @@ import json
 from collections.abc import Callable
 from typing import Any, Literal
 
+from langchain_core.messages import HumanMessage
 from langchain_core.tools import StructuredTool
+from langgraph.errors import GraphRecursionError
 from pydantic import BaseModel, Field
 
+from recreate.models import is_context_overflow
+from recreate.redact import redact
 from recreate.scaffold import Scaffold, ops_json_schema, parse_ops
 from recreate.scaffold import apply as apply_ops
 
@@ -81,6 +85,21 @@ class ProposalBox:
         self.proposal.evidence = list(evidence or self.proposal.trajectory_ids)
         self.proposal.status = "ok" if parsed else "empty"
         return f"Recorded {len(parsed)} op(s). Reply with a one-line summary and stop."
+
+    def run(self, agent: Any, request: str, *, max_steps: int, who: str) -> Proposal:
+        """Invoke `agent` on `request` until it stops; hitting its step limit, or a conversation the
+        model's context cannot hold (which would overflow again on every resume), ends it with the
+        reason recorded and what it submitted kept."""
+        try:
+            agent.invoke({"messages": [HumanMessage(request)]}, config={"recursion_limit": 2 * max_steps + 1})
+        except GraphRecursionError:
+            self.proposal.errors.append(f"the {who} hit its step limit ({max_steps})")
+        except Exception as exc:
+            if not is_context_overflow(exc):
+                raise
+            error = redact(f"{type(exc).__name__}: {exc}")
+            self.proposal.errors.append(f"the {who}'s conversation outgrew the model's context ({error})")
+        return self.finish()
 
     def finish(self) -> Proposal:
         """The outcome after the agent stopped; a model that never submitted is recorded as such."""

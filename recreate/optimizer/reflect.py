@@ -17,9 +17,7 @@ from typing import Any
 
 from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import HumanMessage
 from langchain_core.tools import BaseTool
-from langgraph.errors import GraphRecursionError
 from pydantic import BaseModel, Field
 
 from recreate.domains.base import Domain, Task
@@ -213,12 +211,6 @@ def reflect_on_run(
     prompt = with_ops_reference(prompt)
     agent = create_agent(model, tools, system_prompt=prompt, name="recreate_reflect")
     try:
-        agent.invoke(
-            {"messages": [HumanMessage(run_brief(traj, ablations))]},
-            config={"recursion_limit": 2 * max_steps + 1},
-        )
-    except GraphRecursionError:
-        box.proposal.errors.append(f"the meta-agent hit its step limit ({max_steps})")
+        return box.run(agent, run_brief(traj, ablations), max_steps=max_steps, who="meta-agent")
     finally:
         env.close()
-    return box.finish()

@@ -16,14 +16,10 @@ from typing import Any
 
 from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import HumanMessage
-from langgraph.errors import GraphRecursionError
 
-from recreate.models import is_context_overflow
 from recreate.optimizer.prompts import BOOTSTRAP, SYNTHESIZE, with_ops_reference
 from recreate.optimizer.proposals import Proposal, ProposalBox, propose_tool
 from recreate.optimizer.reflect import view_scaffold_tool
-from recreate.redact import redact
 from recreate.scaffold import Scaffold, parse_ops
 from recreate.scaffold import apply as apply_ops
 
@@ -82,17 +78,7 @@ def run_patch_agent(
     box = ProposalBox(scaffold, source, trajectory_ids, sandbox=sandbox, check=check)
     tools = [view_scaffold_tool(scaffold), propose_tool(box, name="submit_patch")]
     agent = create_agent(model, tools, system_prompt=system_prompt, name=f"recreate_{source}")
-    try:
-        agent.invoke({"messages": [HumanMessage(request)]}, config={"recursion_limit": 2 * max_steps + 1})
-    except GraphRecursionError:
-        box.proposal.errors.append(f"the {source} agent hit its step limit ({max_steps})")
-    except Exception as exc:
-        if not is_context_overflow(exc):
-            raise
-        # the same request would overflow again on every resume: the round goes on without this patch
-        error = redact(f"{type(exc).__name__}: {exc}")
-        box.proposal.errors.append(f"the {source} agent's conversation outgrew the model's context ({error})")
-    return box.finish()
+    return box.run(agent, request, max_steps=max_steps, who=f"{source} agent")
 
 
 def synthesize(

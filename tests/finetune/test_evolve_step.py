@@ -5,6 +5,7 @@ sampling, training, publishing and serving are real)."""
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -35,8 +36,9 @@ def _scaffold():
 
 @pytest.mark.timeout(1200)  # sampling, training and publishing the 135M model: minutes on a busy 2-core box
 def test_the_loop_fine_tunes_the_agent_model_and_gates_the_new_version(
-    hf_model, recreate_home, openai_server, tmp_path
+    hf_model, recreate_home, openai_server, tmp_path, caplog
 ):
+    caplog.set_level(logging.INFO, logger="recreate.progress")
     openai_server.responder = lambda body: text("No change is needed.")  # the meta-agent proposes nothing
     data = tmp_path / "sums.jsonl"
     pairs = [(31, 45), (12, 66), (58, 23), (40, 37)]
@@ -86,5 +88,8 @@ def test_the_loop_fine_tunes_the_agent_model_and_gates_the_new_version(
         ] == kept
         val_runs = [t for t in opt.experience.list() if t.task_id in entry["val"]]
         assert {t.model for t in val_runs} >= {base, candidate}  # each side sampled from its own weights
+    said = [r.getMessage() for r in caplog.records if r.name == "recreate.progress"]
+    assert "round 1: fine-tuning smollm2" in " ".join(said).lower()
+    assert any(line.startswith("round 1: fine-tuning (8 runs, mean reward") for line in said), said
     report = write_report(result, result.run_dir / "report").read_text()
     assert "Scaffold version × model version" in report and base in report

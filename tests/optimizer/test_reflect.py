@@ -13,7 +13,7 @@ from recreate.models import make_chat_model
 from recreate.optimizer.proposals import Proposal
 from recreate.optimizer.reflect import Ablations, reflect_on_run
 from recreate.scaffold import load_scaffold
-from recreate.testing import text, tool_call
+from recreate.testing import Reply, text, tool_call
 from tests.experience.factory import bash_step
 from tests.optimizer.script import EVALUATOR, GOOD_OPS, WORDS
 
@@ -111,3 +111,15 @@ def test_no_trajectory_also_closes_step_search(run, openai_server):
     assert "not available" in replies[0] and "STEP-CONTENT-XYZ" not in replies[0]
     assert "t-steps" in replies[1] or traj.trajectory_id in replies[1]  # run-level search still works
     assert not any("STEP-CONTENT-XYZ" in r for r in replies)
+
+
+def test_a_conversation_outgrowing_the_context_keeps_what_the_meta_agent_proposed(run, openai_server):
+    traj, store = run
+    overflow = "request (4141 tokens) exceeds the available context size (4096 tokens), try increasing it"
+    openai_server.enqueue(
+        tool_call("propose", {"ops": GOOD_OPS[:1], "diagnosis": "case"}), Reply(status=400, error=overflow)
+    )
+    proposal = _reflect(traj, store, openai_server.url, Ablations())
+    assert proposal.status == "ok" and proposal.ops[0]["id"] == "lower"  # submitted before the overflow
+    assert len(proposal.errors) == 1 and "4096 tokens" in proposal.errors[0]
+    assert proposal.errors[0].startswith("the meta-agent's conversation outgrew the model's context")
