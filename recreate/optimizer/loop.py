@@ -23,7 +23,6 @@ import hashlib
 import json
 import operator
 import random
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +43,7 @@ from recreate.optimizer.counters import memory_votes
 from recreate.optimizer.gate import paired_gate
 from recreate.optimizer.proposals import Proposal
 from recreate.optimizer.reflect import Ablations, reflect_on_run
+from recreate.optimizer.spend import RunSpend
 from recreate.optimizer.synthesis import SizeBudget, apply_directly, bootstrap, scaffold_size, synthesize
 from recreate.redact import redact
 from recreate.scaffold import Scaffold, ScaffoldStore, VersionInfo, ops_to_json
@@ -132,64 +132,18 @@ class EvolveLoop:
         self.experience, self.rollout, self.sandbox = experience, rollout, sandbox
         self.model, self.synthesis_model = optimizer_model, synthesis_model
         self.run_dir, self.config, self.finetune = run_dir, config, finetune
-        self._spent_file = run_dir / "spent.json"  # rollouts and wall time of earlier sessions of the run
-        spent = json.loads(self._spent_file.read_text()) if self._spent_file.exists() else {}
-        self.rollouts_paid: int = spent.get("rollouts", 0)
-        self._wall_before: float = spent.get("wall_s", 0.0)
-        self.started = time.monotonic()
-        self._spent_lock = threading.Lock()
-        self._rollouts_running = 0  # reserved against max_rollouts, not yet paid or found cached
-        self._rollout_slots = threading.Condition(self._spent_lock)
-
-    # -- budget ------------------------------------------------------------------------------------
-    def wall_s(self) -> float:
-        return self._wall_before + time.monotonic() - self.started
-
-    def _check_limits(self) -> None:
-        cfg = self.config
-        self._save_spent()
-        if cfg.max_rollouts is not None and self.rollouts_paid >= cfg.max_rollouts:
-            raise BudgetExceeded("rollouts", self.rollouts_paid, cfg.max_rollouts)
-        self._check_wall()
-
-    def _check_wall(self) -> None:
-        cfg = self.config
-        elapsed = self.wall_s()
-        if cfg.max_wall_s is not None and elapsed >= cfg.max_wall_s:
-            raise BudgetExceeded("wall_s", elapsed, cfg.max_wall_s)
-
-    def _save_spent(self) -> None:
-        with self._spent_lock:
-            spent = {"rollouts": self.rollouts_paid, "wall_s": round(self.wall_s(), 3)}
-            tmp = self._spent_file.with_suffix(f".{threading.get_ident()}.tmp")
-            tmp.write_text(json.dumps(spent))
-            tmp.replace(self._spent_file)
-
-    def _reserve_rollout(self) -> None:
-        """Take a slot under max_rollouts, waiting while rollouts already running could fill it: with
-        N rollouts at a time the limit is never overshot (a cached one frees its slot unpaid)."""
-        self._save_spent()
-        limit = self.config.max_rollouts
-        with self._rollout_slots:
-            while limit is not None and self.rollouts_paid + self._rollouts_running >= limit:
-                if self.rollouts_paid >= limit:
-                    raise BudgetExceeded("rollouts", self.rollouts_paid, limit)
-                self._rollout_slots.wait()
-            self._rollouts_running += 1
+        self.spend = RunSpend(
+            run_dir / "spent.json", max_rollouts=config.max_rollouts, max_wall_s=config.max_wall_s
+        )
 
     def _run(self, scaffold: Scaffold, task: Task, seed: int) -> Trajectory:
-        self._reserve_rollout()
+        self.spend.reserve()
         cached = True  # a failed rollout is not paid
         try:
-            self._check_wall()
+            self.spend.check_wall()
             traj, cached = _isolated(self.rollout, scaffold, task, seed)
         finally:
-            with self._rollout_slots:
-                self._rollouts_running -= 1
-                if not cached:
-                    self.rollouts_paid += 1
-                self._rollout_slots.notify_all()
-        self._save_spent()
+            self.spend.release(paid=not cached)
         return traj
 
     def seed_of(self, *parts: object) -> int:
@@ -303,7 +257,7 @@ class EvolveLoop:
         return {"results": [result | {"proposal": proposal.model_dump(mode="json")}]}
 
     def synthesize(self, state: EvolveState) -> dict[str, Any]:
-        self._check_limits()
+        self.spend.check()
         rnd = state["round"]
         scaffold = self.scaffolds.load(state["current"])
         results = [r for r in state.get("results", []) if r["round"] == rnd]
@@ -424,7 +378,7 @@ class EvolveLoop:
         return self.next_step(state)
 
     def finetune_node(self, state: EvolveState) -> dict[str, Any]:
-        self._check_limits()
+        self.spend.check()
         progress.finetuning(state["round"], self.finetune.model_name)
         update = self.finetune(self, state)
         progress.finetuned(state["round"], update["models"][-1])
@@ -438,7 +392,7 @@ class EvolveLoop:
         path = self.run_dir / "proposals" / f"{key}.json"
         if path.exists():
             return Proposal.model_validate_json(path.read_text(encoding="utf-8"))
-        self._check_limits()
+        self.spend.check()
         proposal = _isolated(make)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
