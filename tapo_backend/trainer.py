@@ -11,6 +11,7 @@ log-probs computed so far, so a resumed run continues exactly.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import random
 import time
@@ -151,6 +152,18 @@ def _schedule(config: TrainConfig) -> Any:
 
 
 # -- checkpoints -------------------------------------------------------------------------------------
+
+
+class _TiedHeadNotice(logging.Filter):
+    """accelerate warns at every checkpoint that it saved a tied lm_head once (models that tie it to
+    the input embeddings, as SmolLM2 does): expected, and the tie restores it on load."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not ("Removed shared tensor" in message and "lm_head" in message)
+
+
+logging.getLogger("accelerate.utils.other").addFilter(_TiedHeadNotice())
 
 
 def _latest_checkpoint(output_dir: Path) -> Path | None:

@@ -160,7 +160,10 @@ class EvolveLoop:
         """Validation scores per (task, seed) on the seeds of `gate_round` (the same for every version
         scored there: paired), and the endpoint errors, which are no scores."""
         runs, began = self.config.val_seeds, time.monotonic()
-        progress.validating(scaffold.ref or scaffold.name, len(self.valset), runs)
+        label = scaffold.ref or scaffold.name
+        if self.finetune is not None:  # the model changes too: say which one runs
+            label += f" with {self.finetune.model_name}"
+        progress.validating(label, len(self.valset), runs)
         jobs = [(task, i) for task in self.valset for i in range(runs)]
         trajectories = self.run_all(
             [(scaffold, task, val_seed(self.config.seed, gate_round, task.id, i)) for task, i in jobs]
@@ -169,7 +172,7 @@ class EvolveLoop:
         done = list(zip(keys, trajectories, strict=True))
         scores = {key: t.evaluation.score for key, t in done if t.evaluation and not is_endpoint_error(t)}
         errors = [f"{key}: {t.outcome.error}" for key, t in done if is_endpoint_error(t)]
-        progress.validated(scaffold.ref or scaffold.name, scores, errors, time.monotonic() - began)
+        progress.validated(label, scores, errors, time.monotonic() - began)
         return scores, errors
 
     # -- nodes -------------------------------------------------------------------------------------

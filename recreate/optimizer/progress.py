@@ -60,9 +60,14 @@ def synthesized(rnd: int, proposals: int, patch: dict[str, Any]) -> None:
     )
 
 
-def decided(rnd: int, entry: dict[str, Any]) -> None:
+def _verdict(entry: dict[str, Any]) -> str:
+    """'accepted: <why>' or 'rejected: <why>' (the gate's reasons mostly start with the word already)."""
     verdict, reason = ("accepted" if entry["accepted"] else "rejected"), entry.get("reason", "")
-    said = reason if reason.startswith(verdict) else f"{verdict}: {reason}"
+    return reason if reason.startswith(verdict) else f"{verdict}: {reason}"
+
+
+def decided(rnd: int, entry: dict[str, Any]) -> None:
+    said = _verdict(entry)
     errors = len(entry.get("errors") or [])
     noted = f" ({errors} errors this round: failed reflections or runs, see the report)" if errors else ""
     log.info("round %d: %s %s%s", rnd + 1, entry.get("ref") or "no candidate", said, noted)
@@ -79,8 +84,7 @@ def finetuned(rnd: int, entry: dict[str, Any]) -> None:
     )
     if "model" not in entry:
         said = f"nothing trained, {entry['parent']} stays: {entry.get('reason', '')}"
-    elif entry["accepted"]:
-        said = f"{entry['model']} accepted: {entry.get('reason', '')}"
     else:
-        said = f"{entry['model']} rejected, {entry['parent']} stays: {entry.get('reason', '')}"
+        stays = "" if entry["accepted"] else f" ({entry['parent']} stays)"
+        said = f"{entry['model']} {_verdict(entry)}{stays}"
     log.info("round %d: fine-tuning (%s): %s", rnd, runs, said)

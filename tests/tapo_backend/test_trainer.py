@@ -288,3 +288,19 @@ def test_token_logprobs_score_the_tempered_distribution_the_logs_were_sampled_fr
 def test_temperature_must_be_positive():
     with pytest.raises(ConfigError, match="temperature must be > 0"):
         TrainConfig(temperature=0).validate()
+
+
+def test_the_notice_of_a_tied_head_saved_once_is_dropped_and_other_shared_tensors_are_not(caplog):
+    import logging
+
+    import tapo_backend.trainer  # noqa: F401  (installs the filter)
+
+    caplog.set_level(logging.WARNING)
+    log = logging.getLogger("accelerate.utils.other")
+    log.warning(
+        "[RANK 0] Removed shared tensor {'base_model.model.lm_head.weight'} while saving. This should be OK"
+    )
+    log.warning("[RANK 0] Removed shared tensor {'encoder.proj.weight'} while saving. This should be OK")
+    assert [r.getMessage() for r in caplog.records] == [
+        "[RANK 0] Removed shared tensor {'encoder.proj.weight'} while saving. This should be OK"
+    ]
