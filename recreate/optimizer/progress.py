@@ -67,10 +67,14 @@ def _verdict(entry: dict[str, Any]) -> str:
 
 
 def decided(rnd: int, entry: dict[str, Any]) -> None:
-    said = _verdict(entry)
+    said = (
+        f"{entry['ref']} {_verdict(entry)}"
+        if entry.get("ref")
+        else f"no candidate: {entry.get('reason', '')}"
+    )
     errors = len(entry.get("errors") or [])
     noted = f" ({errors} errors this round: failed reflections or runs, see the report)" if errors else ""
-    log.info("round %d: %s %s%s", rnd + 1, entry.get("ref") or "no candidate", said, noted)
+    log.info("round %d: %s%s", rnd + 1, said, noted)
 
 
 def finetuning(rnd: int, model: str) -> None:
