@@ -208,6 +208,7 @@ class Rollouts:
         )
         if self.cache is not None and failure != "endpoint":
             self.cache.put(self.scaffold_hash, traj, self.rollout_key(task))
+        self.agent.recorder.save(traj)  # the run's log: what it scored (what `recreate finetune` trains on)
         if self.store is not None:
             with self._store_lock:
                 self.store.add(traj, index_later=True)  # the next step reads the files; searches wait

@@ -84,7 +84,7 @@ class FinetuneStep:
             entry["reason"] = reason
             return {"models": [entry], "model": parent}
         before, errors_before = loop.evaluate(scaffold, ("finetune", rnd))
-        candidate = self.policy.publish(adapter)
+        candidate = self.policy.publish(adapter, candidate=True)
         try:
             after, errors_after = loop.evaluate(scaffold, ("finetune", rnd))
         except BaseException:  # a budget stop or a failure: never leave an ungated version served
@@ -103,6 +103,7 @@ class FinetuneStep:
         if not verdict.accepted:
             self.policy.rollback(parent)
             return {"models": [entry], "model": parent}
+        self.policy.accept()
         return {"models": [entry], "model": candidate.name}
 
     def _train(self, data: Path, work: Path) -> tuple[Path | None, dict[str, float], str]:
@@ -130,7 +131,8 @@ def train_config(settings: FinetuneSettings, output_dir: Path, run_name: str) ->
     from tapo_backend.config import LoraSettings, TrainConfig
 
     s = settings
-    return TrainConfig(
-        algo=s.algo, lr=s.lr, epochs=1, max_steps=s.steps, lora=LoraSettings(r=s.lora_r, alpha=2 * s.lora_r),
-        max_length=s.max_length, temperature=LOCAL_TEMPERATURE, output_dir=str(output_dir), run_name=run_name,
+    return TrainConfig(  # `steps` steps, also when the runs fill fewer batches (passes over them again)
+        algo=s.algo, lr=s.lr, epochs=s.steps, max_steps=s.steps,
+        lora=LoraSettings(r=s.lora_r, alpha=2 * s.lora_r), max_length=s.max_length,
+        temperature=LOCAL_TEMPERATURE, output_dir=str(output_dir), run_name=run_name,
     )  # fmt: skip

@@ -7,11 +7,14 @@ on the new GGUF under the version's name (a second: the 135M model loads at once
 trajectory records in `model.name` the policy version that produced it. Versions are
 `<base>` (v0), then `<base>+ft1-<hash>`, `<base>+ft2-<hash>`, ...: the hash of the adapter's weights makes
 the name say which weights answered, also across runs (the rollout cache is keyed by it). A candidate that
-a gate rejects is discarded with `rollback`. The last `keep` versions stay on disk.
+a gate rejects is discarded with `rollback`; one published as a `candidate` stays one until `accept`, and a
+process that reopens the versions (a resume after a kill mid-gate) discards it instead of serving it. The
+last `keep` versions stay on disk.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -36,6 +39,7 @@ class PolicyVersion:
     name: str
     hf_dir: Path  # what the trainer loads
     gguf: Path | None  # what llama.cpp serves (None for the embedded base: its own Q4_1 file is not it)
+    candidate: bool = False  # published for a gate that has not accepted it (yet)
 
 
 class ServedPolicy:
@@ -55,7 +59,16 @@ class ServedPolicy:
         index_file = self.root / "versions.json"
         if index_file.is_file():
             rows = json.loads(index_file.read_text(encoding="utf-8"))
-            return [PolicyVersion(r["index"], r["name"], Path(r["hf_dir"]), _path(r["gguf"])) for r in rows]
+            self.versions = [
+                PolicyVersion(
+                    r["index"], r["name"], Path(r["hf_dir"]), _path(r["gguf"]), r.get("candidate", False)
+                )
+                for r in rows
+            ]
+            while len(self.versions) > 1 and self.current.candidate:  # its gate never ended: never serve it
+                self._remove(self.versions.pop())
+                self._save_versions()
+            return self.versions
         base_gguf = self.root / "v0.gguf"
         if not base_gguf.is_file():  # f32, so the base samples from exactly the weights the trainer scores
             export_gguf(load_weights(self.base_dir), self.template, base_gguf, name="v0")
@@ -76,6 +89,7 @@ class ServedPolicy:
                 "name": v.name,
                 "hf_dir": str(v.hf_dir),
                 "gguf": str(v.gguf) if v.gguf else None,
+                "candidate": v.candidate,
             }
             for v in self.versions
         ]
@@ -83,18 +97,26 @@ class ServedPolicy:
         tmp.write_text(json.dumps(rows, indent=1), encoding="utf-8")
         tmp.replace(self.root / "versions.json")
 
-    def publish(self, adapter_dir: Path) -> PolicyVersion:
-        """Fold a LoRA adapter trained on the current version into a new version and serve it."""
+    def publish(self, adapter_dir: Path, *, candidate: bool = False) -> PolicyVersion:
+        """Fold a LoRA adapter trained on the current version into a new version and serve it.
+        `candidate`: a gate decides on it next (`accept` or `rollback`)."""
         index = self.current.index + 1
         name = f"{self.base_name}+ft{index}-{adapter_digest(adapter_dir, parent=self.current.name)}"
         hf_dir, gguf = self.root / f"v{index}", self.root / f"v{index}.gguf"
         state = merge_adapter(self.current.hf_dir, adapter_dir, hf_dir)
         export_gguf(state, self.template, gguf, name=name)
-        self.versions.append(PolicyVersion(index, name, hf_dir, gguf))
+        self.versions.append(PolicyVersion(index, name, hf_dir, gguf, candidate))
         self._save_versions()
         self._prune()
         if self.server is not None:
             self.serve()
+        return self.current
+
+    def accept(self) -> PolicyVersion:
+        """The gate accepted the current version: it stays when the versions are reopened."""
+        if self.current.candidate:
+            self.versions[-1] = dataclasses.replace(self.current, candidate=False)
+            self._save_versions()
         return self.current
 
     def rollback(self, name: str) -> PolicyVersion:
@@ -106,14 +128,18 @@ class ServedPolicy:
         if keep == len(self.versions):
             return self.current
         for dropped in self.versions[keep:]:
-            shutil.rmtree(dropped.hf_dir, ignore_errors=True)
-            if dropped.gguf is not None:
-                dropped.gguf.unlink(missing_ok=True)
+            self._remove(dropped)
         self.versions = self.versions[:keep]
         self._save_versions()
         if self.server is not None:
             self.serve()
         return self.current
+
+    @staticmethod
+    def _remove(version: PolicyVersion) -> None:
+        shutil.rmtree(version.hf_dir, ignore_errors=True)
+        if version.gguf is not None:
+            version.gguf.unlink(missing_ok=True)
 
     def _prune(self) -> None:
         for old in self.versions[1 : -self.keep]:

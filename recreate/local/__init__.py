@@ -56,7 +56,9 @@ def resolve_local_model(home: Path, model: str | Path | None) -> LocalModel:
         return embedded_model(home)
     path = Path(model).expanduser()
     if path.is_file() and path.suffix == ".gguf":
-        return LocalModel(path.stem, gguf=path.absolute())
+        from recreate.local.gguf_export import policy_version_name
+
+        return LocalModel(policy_version_name(path) or path.stem, gguf=path.absolute())
     if (path / "config.json").is_file():
         return LocalModel(path.name, hf_dir=path.absolute())
     raise LocalModelError(f"--model {model}: not a .gguf file or an HF model directory (no config.json)")

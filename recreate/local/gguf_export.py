@@ -62,6 +62,22 @@ def _field_value(field: Any) -> Any:
     return field.contents()
 
 
+_VERSION_NAME = re.compile(r"[\w.\-]+\+ft\d+-[0-9a-f]{8}")  # `ServedPolicy`'s: <base>+ft<n>-<weights hash>
+
+
+def policy_version_name(path: Path) -> str | None:
+    """The policy version a GGUF of `ServedPolicy.publish` holds (its `general.name`), else None: served
+    under it, its runs say which weights answered (a file name, `v1.gguf`, is the same in every run)."""
+    try:
+        import gguf
+
+        field = gguf.GGUFReader(path).fields.get("general.name")
+        name = str(_field_value(field)) if field is not None else ""
+    except (ImportError, OSError, ValueError):  # not readable here: the caller names it by its file
+        return None
+    return name if _VERSION_NAME.fullmatch(name) else None
+
+
 def export_gguf(
     state_dict: Mapping[str, Any], template: Path, out: Path, *, name: str | None = None, dtype: str = "f32"
 ) -> Path:

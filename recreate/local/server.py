@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import json
 import os
 import signal
@@ -63,6 +64,18 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Does a socket already listen on host:port? (A server's own bind would fail: the one answering
+    there would pass for it.)"""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind: TIME_WAIT is no owner
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
 
 
 def is_alive(pid: int) -> bool:
@@ -145,6 +158,12 @@ class LocalServer:
         self.state_file = state_path(self.home, engine, port)
 
     def start(self) -> ServerInfo:
+        host = urlparse(self.info.base_url).hostname or "127.0.0.1"
+        if port_in_use(host, self.info.port):
+            raise LocalModelError(
+                f"port {self.info.port} on {host} is already in use (another server?): choose another "
+                "--port, or leave --port out for a free one"
+            )
         env = {k: v for k, v in os.environ.items() if not _is_secret(k)} | self.extra_env
         with open(self.info.log, "ab") as log:
             self.process = subprocess.Popen(

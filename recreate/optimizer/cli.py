@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +23,7 @@ from recreate.local import LOCAL_SPEC
 if TYPE_CHECKING:
     from recreate.finetune.evolve_step import FinetuneSettings
     from recreate.optimizer.loop import EvolveConfig
+    from recreate.scaffold import ScaffoldStore
 
 ABLATIONS = ("no-trajectory", "no-environment", "no-eval-details", "no-guidance")
 LOCAL_NOTICE = (
@@ -141,8 +144,8 @@ def evolve_command(
     concurrency: int = typer.Option(4, "--concurrency", min=1),
     rounds: int = typer.Option(3, "--rounds", min=1),
     batch_size: int = typer.Option(4, "--batch-size", min=1),
-    val_limit: int = typer.Option(None, "--val-limit", help="Use at most N validation tasks."),
-    train_limit: int = typer.Option(None, "--train-limit", help="Use at most N training tasks."),
+    val_limit: int = typer.Option(None, "--val-limit", min=1, help="Use at most N validation tasks."),
+    train_limit: int = typer.Option(None, "--train-limit", min=1, help="Use at most N training tasks."),
     min_improvement: float = typer.Option(
         0.0,
         "--min-improvement",
@@ -208,6 +211,7 @@ def evolve_command(
         agent = model or settings.model or "unknown"
         _preview(cfg, seed_scaffold, len(train), len(val), agent, optimizer_model or agent, prices)
         return
+    _check_writable(settings.home)
     agent = agent_model_spec(model or settings.model, settings.base_url)
     optimizer = optimizer_model or settings.optimizer_model or agent
     if finetune_every and agent != LOCAL_SPEC:
@@ -255,11 +259,34 @@ def evolve_command(
         )
     report = write_report(result, result.run_dir / "report")
     if result.final:
-        opt.scaffolds.export(result.final, result.run_dir / "scaffold")
+        _export_final(opt.scaffolds, result.final, result.run_dir / "scaffold")
     _summary(result, report)
     if result.stopped:
         console.print(f"[yellow]stopped: {result.stopped}[/]; resume with --resume {result.run_id}")
         raise typer.Exit(3)
+
+
+def _check_writable(home: Path) -> None:
+    """The state directory can take the run's files: said now, not after the model is up."""
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=home):
+            pass
+    except OSError as exc:
+        raise typer.BadParameter(
+            f"{home}: cannot write there ({exc.strerror or exc}); pass a writable --home (or RECREATE_HOME)",
+            param_hint=["--home"],
+        ) from exc
+
+
+def _export_final(store: ScaffoldStore, ref: str, dest: Path) -> None:
+    """The run's final scaffold in `dest`, replacing what an earlier attempt of the run wrote there (a
+    run stopped by its budget, then resumed)."""
+    fresh = dest.with_name(f".{dest.name}.new")
+    shutil.rmtree(fresh, ignore_errors=True)
+    store.export(ref, fresh)
+    shutil.rmtree(dest, ignore_errors=True)
+    fresh.rename(dest)
 
 
 @contextlib.contextmanager
@@ -383,8 +410,8 @@ def _grid_summary(result) -> None:
     names = list(dict.fromkeys(m for _, m in grid))
     table = Table(title="val mean: scaffold version × model version")
     table.add_column("scaffold")
-    for name in names:
-        table.add_column(name)
+    for name in names:  # folded, not cut: the versions differ only at the end of their names
+        table.add_column(name, overflow="fold")
     for scaffold in dict.fromkeys(s for s, _ in grid):
         table.add_row(
             scaffold, *(f"{grid[(scaffold, m)]:.3f}" if (scaffold, m) in grid else "—" for m in names)

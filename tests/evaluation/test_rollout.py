@@ -191,3 +191,17 @@ def test_a_conversation_outgrowing_the_context_ends_the_run_in_one_log_line(
     assert traj.outcome.exit_status == "context_exceeded" and traj.totals.steps == 2
     assert traj.evaluation.score == 0 and "outgrew it after 2 model calls" in traj.evaluation.feedback
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]  # a run's outcome, not a failure
+
+
+def test_the_runs_trajectory_file_holds_its_evaluation(openai_server, bwrap, domain, tmp_path) -> None:
+    from recreate.experience.schema import load_trajectory
+
+    openai_server.responder = solver(wrong={"add_1"})
+    model, logs = f"scripted@{openai_server.url}", tmp_path / "run" / "trajectories"
+    results = run_tasks(MINIMAL, domain.tasks("all")[:2], domain, model=model, sandbox=bwrap, progress=False,
+                        cache=False, trajectory_dir=logs)  # fmt: skip
+    for traj in results:  # what `recreate finetune --run` reads: scored as the run scored it
+        saved = load_trajectory(json.loads((logs / f"{traj.trajectory_id}.json").read_text()))
+        assert saved.evaluation is not None and saved.evaluation.score == traj.evaluation.score
+    assert sorted(t.evaluation.score for t in results) == [0.0, 1.0]
+    assert not list(logs.glob("*.steps.jsonl"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -93,3 +94,12 @@ def test_the_loop_fine_tunes_the_agent_model_and_gates_the_new_version(
     assert any(line.startswith("round 1: fine-tuning (8 runs, mean reward") for line in said), said
     report = write_report(result, result.run_dir / "report").read_text()
     assert "Scaffold version × model version" in report and base in report
+
+
+def test_a_step_trains_the_steps_asked_for_also_on_fewer_batches_of_runs(tmp_path: Path) -> None:
+    from recreate.finetune.evolve_step import train_config
+
+    config = train_config(FinetuneSettings(every=1, steps=8), tmp_path / "train", "round-001")
+    batches = 2  # two training tasks of a round, 4 runs each: 2 batches of 4 (the trainer's batch size)
+    assert config.batch_size == 4 and config.max_steps == 8
+    assert min(config.epochs * batches, config.max_steps) == 8  # the trainer's step count: not 2

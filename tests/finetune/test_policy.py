@@ -4,6 +4,7 @@ and the served log-probs are the new weights' (not the base's)."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import httpx
 import pytest
@@ -89,3 +90,19 @@ def test_a_version_name_says_which_weights_it_serves(tmp_path):
     assert first == adapter_digest(adapter, parent="base") != adapter_digest(adapter, parent="base+ft1-x")
     (adapter / "adapter_config.json").write_text('{"r": 8}')  # same weights, another rank: other weights
     assert adapter_digest(adapter, parent="base") != first
+
+
+def test_a_candidate_left_by_a_kill_mid_gate_is_never_served_again(hf_model: Path, tmp_path: Path) -> None:
+    home, root = hf_model.parents[1], tmp_path / "policy"
+    policy = ServedPolicy(home, root, parallel=1)  # not serving: the versions alone
+    accepted = policy.publish(_adapter(hf_model, tmp_path / "a1"), candidate=True)
+    policy.accept()  # its gate accepted it
+    candidate = policy.publish(_adapter(hf_model, tmp_path / "a2"), candidate=True)
+    assert candidate.candidate and candidate.gguf is not None and candidate.gguf.is_file()
+    # ... then the process is killed before the gate decides: the next process starts from `accepted`
+    reopened = ServedPolicy(home, root, parallel=1)
+    assert [v.name for v in reopened.versions] == [hf_model.name, accepted.name]
+    assert not candidate.hf_dir.exists() and not candidate.gguf.exists()
+    assert [v.name for v in ServedPolicy(home, root).versions] == [hf_model.name, accepted.name]
+    assert reopened.publish(_adapter(hf_model, tmp_path / "a3")).index == 2  # what other loops publish stays
+    assert ServedPolicy(home, root).current.index == 2

@@ -3,6 +3,8 @@ engine's log-probs agree with the trainer's on the same tokens."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -66,3 +68,32 @@ def test_an_exported_model_serves_the_trainers_log_probs(local_extra, hf_model, 
     gaps = (trainer.squeeze(1) - torch.tensor(served)).abs()
     assert len(ids) > 5
     assert gaps.mean() < 0.01 and gaps.max() < 0.05
+
+
+@pytest.mark.parametrize(
+    ("written", "served"),
+    [
+        ("smollm2-135m-instruct+ft1-057f10b8", "smollm2-135m-instruct+ft1-057f10b8"),  # a policy version
+        ("SmolLM2 135M Instruct", "v1"),  # any other GGUF: its file's name
+        (None, "v1"),
+    ],
+)
+def test_a_published_policy_gguf_is_served_under_its_version_name(
+    tmp_path: Path, written: str | None, served: str
+) -> None:
+    import gguf
+
+    from recreate.local import resolve_local_model
+
+    path = tmp_path / "run" / "v1.gguf"  # every run's first fine-tuned version is a v1.gguf
+    path.parent.mkdir()
+    writer = gguf.GGUFWriter(path, arch="llama")
+    if written is not None:
+        writer.add_name(written)
+    writer.add_tensor("token_embd.weight", np.zeros((2, 4), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    model = resolve_local_model(tmp_path, path)
+    assert model.name == served and model.gguf == path

@@ -102,3 +102,18 @@ def test_servers_get_no_api_keys(local_extra, tmp_path, monkeypatch):
         server.stop()
     assert b"sk-test-never-in-a-server" not in environ
     assert os.environ["OPENAI_API_KEY"]  # ours is untouched
+
+
+def test_a_port_in_use_is_refused_not_taken_for_the_new_server(tmp_path: Path) -> None:
+    from recreate.testing import ScriptedOpenAIServer
+
+    with ScriptedOpenAIServer() as other:  # answers /v1/models: it would pass the health check
+        port = int(other.url.rsplit(":", 1)[1].split("/")[0])
+        server = LocalServer(
+            [sys.executable, "-c", "import time; time.sleep(60)"],
+            engine="fake", model="m", port=port, home=tmp_path, tool_calls=False,
+        )  # fmt: skip
+        with pytest.raises(LocalModelError, match=rf"port {port} on 127.0.0.1 is already in use.*--port"):
+            server.start()
+    assert server.process is None and not server.state_file.exists()
+    assert running_servers(tmp_path) == []

@@ -14,7 +14,7 @@ import pytest
 
 from recreate.domains import get_domain
 from recreate.experience.store import ExperienceStore
-from recreate.scaffold import ScaffoldStore
+from recreate.scaffold import ScaffoldStore, read_dir
 from recreate.testing import ScriptedOpenAIServer
 from tests.optimizer.script import EVALUATOR, WORDS, responder
 from tests.optimizer.test_evolve import SEED, optimizer
@@ -160,3 +160,45 @@ def test_the_progress_logger_is_given_back_as_it_was_after_the_command(
         progress.info("round 2: a line for the caller's handlers")  # an in-process caller's next run
     assert progress.propagate and progress.level == logging.NOTSET
     assert "round 2: a line for the caller's handlers" in caplog.text
+
+
+def test_a_run_stopped_by_its_budget_resumes_to_its_end_with_a_raised_limit(recreate_home: Path) -> None:
+    with ScriptedOpenAIServer(responder) as srv:
+        args = evolve_args(recreate_home, srv.url, "--max-rollouts", "4")
+        args[args.index("--rounds") + 1] = "1"
+        stopped = subprocess.run(
+            [*args, "--run-id", "budget"], capture_output=True, text=True, env=clean_env(), timeout=300
+        )
+        assert stopped.returncode == 3, stopped.stderr
+        assert "stopped: budget exceeded: rollouts used 4 of 4" in stopped.stdout
+        assert "resume with --resume budget" in stopped.stdout
+        exported = recreate_home / "runs" / "budget" / "scaffold"
+        assert (exported / "scaffold.yaml").is_file()  # the stopped run's scaffold so far
+
+        args[args.index("--max-rollouts") + 1] = "100"
+        resumed = subprocess.run(
+            [*args, "--resume", "budget"], capture_output=True, text=True, env=clean_env(), timeout=300
+        )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "final: minimal@v2" in resumed.stdout and "Traceback" not in resumed.stderr
+    store = ScaffoldStore(recreate_home / "scaffolds")
+    assert read_dir(exported).content_hash() == store.load("minimal@v2").content_hash()  # replaced
+
+
+def test_the_version_grid_names_every_model_version_in_full_on_a_narrow_console(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from recreate.optimizer.cli import _grid_summary, console
+    from recreate.optimizer.optimizer import EvolveResult
+
+    base = "smollm2-135m-instruct"
+    tuned = [f"{base}+ft1-d68d433e", f"{base}+ft1-59ccfcd4"]  # two rejected candidates of round 1 and 2
+    history = [{"ref": "arithmetic@v1", "model": base, "val": {"a": 1.0, "b": 1.0}, "accepted": True}]
+    step = {"scaffold": "arithmetic@v1", "parent": base, "parent_val": {"a": 1.0}, "val": {"a": 0.0}}
+    models = [step | {"model": name} for name in tuned]
+    result = EvolveResult(run_id="r", run_dir=tmp_path, final="arithmetic@v1", history=history, models=models)
+    monkeypatch.setattr(console, "width", 80)  # what a log file or a pipe gets
+    with console.capture() as captured:
+        _grid_summary(result)
+    text = captured.get()
+    assert "…" not in text and "d68d433e" in text and "59ccfcd4" in text, text

@@ -57,6 +57,9 @@ def one_line(err: str) -> str:
         ("--max-wall-s", "0"),
         ("--rounds", "0"),
         ("--price", "gpt-x=1"),
+        ("--val-limit", "0"),  # no validation set: refused before a server starts
+        ("--val-limit", "-1"),  # a slice would silently drop the last task
+        ("--train-limit", "0"),
     ],
 )
 def test_bad_numbers_are_one_line_naming_the_option(
@@ -139,3 +142,13 @@ def test_a_malformed_price_in_recreate_toml_is_one_line_before_the_run(monkeypat
     (recreate_home.parent / "recreate.toml").write_text('[recreate.prices]\n"m" = {input = "cheap"}\n')
     code, err = evolve(monkeypatch, capsys, recreate_home, "--model", f"m@{UNREACHABLE}")
     assert code == 2 and "price of 'm'" in one_line(err) and "--price MODEL=IN,OUT" in err
+
+
+def test_a_home_that_cannot_be_written_is_one_line_naming_home(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, openai_server
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")  # (a read-only mount reads the same; root writes through chmod)
+    code, err = evolve(monkeypatch, capsys, blocker / "home", "--model", f"m@{openai_server.url}")
+    assert code == 2 and "'--home'" in one_line(err) and "cannot write there" in err
+    assert not openai_server.requests
