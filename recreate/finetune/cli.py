@@ -29,7 +29,8 @@ def finetune_command(
     val_limit: int = typer.Option(None, "--val-limit", min=1),
     home: Path = typer.Option(None, "--home"),
 ) -> None:
-    """Train (LoRA) from an evolve run's logs, serve the new policy, and compare it with the base."""
+    """Train (LoRA) from an evolve run's logs, serve the new policy, and compare it with the version it
+    started from (the base model; after an earlier `finetune` of the run, the version that one made)."""
     from recreate.domains import get_domain
     from recreate.finetune.offline import FinetuneError, finetune
     from recreate.scaffold import load_scaffold
@@ -51,7 +52,7 @@ def finetune_command(
     table = Table(title=f"fine-tuned {report.policy} from {report.selected} trajectories of {run}")
     for col in ("model", "val pass@1", "95% CI", "tokens", "time"):
         table.add_column(col)
-    for name, row in (("base", report.base), (report.policy, report.tuned)):
+    for name, row in ((report.parent, report.base), (report.policy, report.tuned)):
         low, high = row["ci"]
         table.add_row(name, f"{row['pass_at_1']:.3f}", f"[{low:.3f}, {high:.3f}]", str(row["tokens"]),
                       f"{row['wall_s']:.0f} s")  # fmt: skip

@@ -6,14 +6,18 @@
 2. train: `tapo_backend` (LoRA over the local model's HF copy) at the temperature the logs were sampled
    at, so the logged log-probs are the behaviour policy's;
 3. publish: the adapter folded into a new policy version, served by llama.cpp;
-4. evaluate: the run's final scaffold on the validation split with the base and the fine-tuned model,
-   same tasks and seeds; the paired difference with a bootstrap interval, tokens and time.
+4. evaluate: the run's final scaffold on the validation split with the model it started from and the
+   fine-tuned one, same tasks and seeds; the paired difference with a bootstrap interval, tokens, time.
+
+A second `recreate finetune` of the same run trains on top of the version the first one published (and
+names it as the version it started from); each attempt trains from scratch in `finetune/train`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -45,6 +49,7 @@ class FinetuneReport:
     selected: int
     temperature: float
     policy: str
+    parent: str  # the version training started from (the base, or an earlier attempt's version)
     base: dict[str, Any]
     tuned: dict[str, Any]
     difference: float
@@ -156,15 +161,17 @@ def finetune(
     config = OnlineConfig(concurrency=4)
     seeds = list(range(20_000, 20_000 + val_seeds))
     with ServedPolicy(home, work / "policy", parallel=config.concurrency) as policy:
+        parent = policy.current.name
         base_runs, base = _evaluate(
             policy, scaffold, domain, val_tasks, seeds, work / "eval-base", config, sandbox
         )
-        log(f"base model: val pass@1 {base['pass_at_1']:.3f}")
+        log(f"{parent} (before training): val pass@1 {base['pass_at_1']:.3f}")
         train_config = TrainConfig(
             algo=algo, lr=lr, max_steps=steps, epochs=max(1, steps), min_group_size=min_group_size,
             lora=LoraSettings(r=lora_r, alpha=2 * lora_r), temperature=selection.temperature,
             output_dir=str(work / "train"), run_name="finetune",
         )  # fmt: skip
+        shutil.rmtree(work / "train", ignore_errors=True)  # an earlier attempt's: its metrics are not these
         started = time.time()
         result = train(train_config, batch, str(policy.current.hf_dir))
         train_s = time.time() - started
@@ -177,7 +184,7 @@ def finetune(
     metrics_rows = [json.loads(x) for x in result.metrics_path.read_text(encoding="utf-8").splitlines() if x]
     report = FinetuneReport(
         run_id=run_dir.name, selected=len(selection.files), temperature=selection.temperature,
-        policy=version.name, base=base, tuned=tuned,
+        policy=version.name, parent=parent, base=base, tuned=tuned,
         difference=sum(diffs) / len(diffs) if diffs else 0.0, difference_ci=bootstrap_ci(diffs),
         tasks=len(diffs), train_s=round(train_s, 1),
         train_metrics=_floats(metrics_rows[-1] if metrics_rows else {}),

@@ -57,3 +57,12 @@ def test_finetune_trains_on_a_runs_logs_and_compares_base_and_tuned(hf_model, tm
     assert saved["policy"] == report.policy
     tuned_runs = list((run / "finetune" / "eval-tuned").glob("*.json"))
     assert tuned_runs and all(json.loads(p.read_text())["model"]["name"] == report.policy for p in tuned_runs)
+    assert report.parent == hf_model.name
+
+    again = finetune(
+        run_dir=run, home=home, scaffold=scaffold, domain=domain, val_tasks=held, steps=1, val_seeds=1,
+        sandbox=sandbox, log=lambda _: None,
+    )  # fmt: skip
+    assert again.parent == report.policy and "+ft2-" in again.policy  # on top of the first, and says so
+    metrics = (run / "finetune" / "train" / "metrics.jsonl").read_text().splitlines()
+    assert len(metrics) == 1  # this attempt's step only
