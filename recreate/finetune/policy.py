@@ -195,7 +195,9 @@ def merge_adapter(base_dir: Path, adapter_dir: Path, out: Path) -> dict[str, Any
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # loading and writing bars at every publish: the caller reports it
     base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
     merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
     merged.save_pretrained(out)
