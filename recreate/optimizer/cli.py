@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 ABLATIONS = ("no-trajectory", "no-environment", "no-eval-details", "no-guidance")
 LOCAL_NOTICE = (
-    "no model endpoint configured: running the embedded {name} on this machine (llama.cpp) for the {roles}. "
+    "{why}: running the embedded {name} on this machine (llama.cpp) for the {roles}. "
     "A 135M model: expect format errors and few accepted edits; set OPENAI_API_KEY / OPENAI_BASE_URL or "
     "pass --model / --optimizer-model for real gains."
 )
@@ -233,9 +233,11 @@ def evolve_command(
                     every=finetune_every, algo=finetune_algo, steps=finetune_steps,
                     group_size=finetune_group_size,
                 ),
+                _why_local(model, optimizer_model, settings.model, settings.optimizer_model),
             )  # fmt: skip
         elif LOCAL_SPEC in (agent, optimizer):
-            models = _local_models(stack, settings.home, agent, optimizer)
+            why = _why_local(model, optimizer_model, settings.model, settings.optimizer_model)
+            models = _local_models(stack, settings.home, agent, optimizer, why)
         opt = ReCreateOptimizer(
             **models,
             budget=Budget(max_usd=usd, max_tokens=max_tokens),
@@ -308,12 +310,19 @@ def _progress_lines() -> Iterator[None]:
         log.propagate = propagate
 
 
-def _local_models(stack: contextlib.ExitStack, home: Path, agent: str, optimizer: str) -> dict[str, Any]:
+def _why_local(*asked: str | None) -> str:
+    """Why the embedded model runs: the user named it, or nothing else is configured."""
+    return f"--model {LOCAL_SPEC}" if LOCAL_SPEC in asked else "no model endpoint configured"
+
+
+def _local_models(
+    stack: contextlib.ExitStack, home: Path, agent: str, optimizer: str, why: str
+) -> dict[str, Any]:
     """Serve the embedded model for the roles that asked for `local` (for the run's duration)."""
     from recreate.local import EMBEDDED_NAME, local_agent_options, local_chat_model, local_endpoint
 
     roles = " and ".join(r for r, spec in (("agent", agent), ("optimizer", optimizer)) if spec == LOCAL_SPEC)
-    console.print(LOCAL_NOTICE.format(name=EMBEDDED_NAME, roles=roles))
+    console.print(LOCAL_NOTICE.format(why=why, name=EMBEDDED_NAME, roles=roles))
     server = stack.enter_context(local_endpoint(home, log=console.print))
     return {
         "agent_model": server.spec if agent == LOCAL_SPEC else agent,
@@ -324,7 +333,7 @@ def _local_models(stack: contextlib.ExitStack, home: Path, agent: str, optimizer
 
 def _finetuned_models(
     stack: contextlib.ExitStack, run_dir: Path, home: Path, optimizer: str, concurrency: int,
-    settings: FinetuneSettings,
+    settings: FinetuneSettings, why: str,
 ) -> dict[str, Any]:  # fmt: skip
     """The agent samples from the run's served policy (f32 weights, the trainer's own); the optimizer
     from its endpoint, or the embedded model served beside it."""
@@ -332,7 +341,7 @@ def _finetuned_models(
     from recreate.local import EMBEDDED_NAME, local_agent_options, local_chat_model, local_endpoint
 
     if optimizer == LOCAL_SPEC:
-        console.print(LOCAL_NOTICE.format(name=EMBEDDED_NAME, roles="agent and optimizer"))
+        console.print(LOCAL_NOTICE.format(why=why, name=EMBEDDED_NAME, roles="agent and optimizer"))
     from recreate.finetune.evolve_step import train_config
     from tapo_backend.config import ConfigError
 

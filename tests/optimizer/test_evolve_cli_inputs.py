@@ -152,3 +152,11 @@ def test_a_home_that_cannot_be_written_is_one_line_naming_home(
     code, err = evolve(monkeypatch, capsys, blocker / "home", "--model", f"m@{openai_server.url}")
     assert code == 2 and "'--home'" in one_line(err) and "cannot write there" in err
     assert not openai_server.requests
+
+
+def test_the_local_notice_says_why_the_embedded_model_runs() -> None:
+    from recreate.optimizer.cli import _why_local
+
+    assert _why_local(None, None, None, None) == "no model endpoint configured"
+    assert _why_local("local", None, None, None) == "--model local"
+    assert _why_local(None, None, "local", None) == "--model local"  # RECREATE_MODEL=local says so too
