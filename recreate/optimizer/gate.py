@@ -76,7 +76,8 @@ def paired_gate(
     elif improvement == 0.0 and smaller:
         accepted, why = True, "a tie, and the candidate is the smaller scaffold"
     elif improvement == 0.0:
-        accepted, why = False, "a tie, and the parent is not larger"
+        sizes = parent_size is not None and candidate_size is not None
+        accepted, why = False, "a tie, and the parent is not larger" if sizes else "a tie keeps the parent"
     else:
         accepted, why = False, f"the lower bound is not above {min_improvement:g}"
     p_mean = sum(parent[k] for k in keys) / len(keys)

@@ -43,3 +43,8 @@ def test_seeds_of_one_task_are_resampled_together():
     verdict = paired_gate(parent, candidate)
     assert (verdict.n, verdict.tasks) == (6, 2) and not verdict.accepted  # 2 tasks, not 6 pairs
     assert verdict == paired_gate(parent, candidate)  # a fixed resampling seed: the same decision
+
+
+def test_a_tie_between_versions_of_unknown_size_keeps_the_parent_and_says_so() -> None:
+    verdict = paired_gate({"a": 1.0, "b": 0.0}, {"a": 1.0, "b": 0.0})  # e.g. two model versions
+    assert not verdict.accepted and verdict.reason.endswith("a tie keeps the parent")
