@@ -108,9 +108,12 @@ class FinetuneStep:
 
     def _train(self, data: Path, work: Path) -> tuple[Path | None, dict[str, float], str]:
         """(adapter dir or None, mean training metrics, why nothing was trained)."""
+        from transformers.utils import logging as hf_logging
+
         from tapo_backend.data import dataset_for
         from tapo_backend.trainer import load_tokenizer, train
 
+        hf_logging.disable_progress_bar()  # weight-loading bars at every step: the loop says what it does
         s, out = self.settings, work / "train"
         if (out / "final" / "adapter_config.json").is_file():  # trained before a kill
             return out / "final", mean_metrics(out / "metrics.jsonl"), ""
