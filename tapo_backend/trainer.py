@@ -253,7 +253,7 @@ def train(
     metrics_path = output_dir / "metrics.jsonl"
     writer = _metrics_writer(config, output_dir) if accelerator.is_main_process else None
     progress = Progress(
-        TextColumn("[bold]tapo {task.fields[algo]}"),
+        TextColumn("[bold]train ({task.fields[algo]})"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("loss {task.fields[loss]:.4f}"),
