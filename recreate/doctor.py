@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from recreate.config import load_settings
+from recreate.console import make_console
 from recreate.redact import redact
 
 
@@ -223,7 +223,7 @@ def doctor_command(
 ) -> None:
     """Check Python, sandboxes, Chroma, embeddings, torch and the model endpoint."""
     checks = run_checks(model, base_url)
-    Console().print(checks_table(checks))
+    make_console().print(checks_table(checks))
     missing = missing_needs(checks)
     if missing:
         names = ", ".join(c.name for c in missing)

@@ -7,11 +7,12 @@ import sys
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from recreate.console import make_console
+
 app = typer.Typer(help="Fine-tune a model from logged agent trajectories (TAPO).", no_args_is_help=True)
-console = Console()
+console = make_console()
 _state = {"debug": False}
 SHOWN_SKIPS = 10
 

@@ -5,18 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from recreate.config import load_settings
+from recreate.console import make_console
 from recreate.domains.registry import domain_class, get_domain, list_domains
 from recreate.domains.selftest import SelfTestReport, count_jobs, run_selftest
 
 app = typer.Typer(
     help="Task domains: list them, check their evaluation, set up their environments.", no_args_is_help=True
 )
-console = Console()
+console = make_console()
 
 
 @app.command("list")

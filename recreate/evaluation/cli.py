@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
 
 from recreate.config import load_settings
+from recreate.console import make_console
 
 if TYPE_CHECKING:
     from recreate.experience.schema import Trajectory
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 
 
 def default_run_id(scaffold_hash: str, domain: str, data: Path, split: str, model: str, seeds: int) -> str:
@@ -100,7 +100,7 @@ def eval_command(
     summary = summarize(results)
     chart = write_chart(out / "chart.png", doc["tasks"], summary, title)
     report = write_html(out / "report.html", doc, chart.name)
-    print_summary(summary, title, Console())
+    print_summary(summary, title, make_console())
     console.print(f"report: {report}")
 
 

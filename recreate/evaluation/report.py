@@ -13,6 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from recreate.console import make_console
 from recreate.evaluation.errors import is_endpoint_error
 from recreate.evaluation.metrics import Summary
 from recreate.experience.schema import Trajectory
@@ -77,7 +78,7 @@ def summary_table(summary: Summary, title: str) -> Table:
 
 
 def print_summary(summary: Summary, title: str, console: Console | None = None) -> None:
-    (console or Console()).print(summary_table(summary, title))
+    (console or make_console()).print(summary_table(summary, title))
 
 
 def write_chart(path: Path, rows: list[dict[str, Any]], summary: Summary, title: str) -> Path:

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from recreate.config import load_settings
+from recreate.console import make_console
 from recreate.experience.digest import one_line
 from recreate.experience.embeddings import make_embedding
 from recreate.experience.importers import FORMATS, read_path
@@ -18,7 +18,7 @@ from recreate.experience.store import ExperienceStore, open_store
 from recreate.experience.views import DEFAULT_BUDGET, VIEWS, render
 
 app = typer.Typer(help="Stored agent runs: list, inspect, search, import, export, keep the index in sync.")
-console = Console()
+console = make_console()
 
 DomainOpt = typer.Option(None, "--domain", help="only this domain")
 TaskOpt = typer.Option(None, "--task", help="only this task id")

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from recreate.config import load_settings
+from recreate.console import make_console
 
-console = Console()
+console = make_console()
 
 
 def finetune_command(

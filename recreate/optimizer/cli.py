@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from recreate.config import load_settings
+from recreate.console import make_console
 from recreate.local import LOCAL_SPEC
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ LOCAL_NOTICE = (
     "A 135M model: expect format errors and few accepted edits; set OPENAI_API_KEY / OPENAI_BASE_URL or "
     "pass --model / --optimizer-model for real gains."
 )
-console = Console()
+console = make_console()
 
 
 class EndpointMissing(RuntimeError):

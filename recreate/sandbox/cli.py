@@ -6,9 +6,9 @@ import shlex
 import sys
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from recreate.console import make_console
 from recreate.sandbox import BACKENDS, DEFAULT_BACKEND, SandboxSpec, backend_status, get_sandbox
 
 app = typer.Typer(
@@ -45,6 +45,6 @@ def status_command() -> None:
     rows = backend_status()
     for name, ok, detail in rows:
         table.add_row(name, "[green]yes[/]" if ok else "[red]no[/]", detail)
-    Console().print(table)
+    make_console().print(table)
     if not any(ok for name, ok, _ in rows if name != "local"):
         raise typer.Exit(1)
