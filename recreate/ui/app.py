@@ -7,7 +7,9 @@ only (no inline script), so even markup that slipped through could not run."""
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -79,7 +81,15 @@ def create_app(home: str | Path, *, embedding: str = "hash", chroma_url: str | N
         Route("/training/{path:path}", page("training_run.html", pages.training_run)),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
-    return Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: not_found})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        pages.trajectories.close()
+
+    return Starlette(
+        routes=routes, exception_handlers={HTTPException: not_found, Exception: not_found}, lifespan=lifespan
+    )
 
 
 def serve(home: str | Path, *, host: str = "127.0.0.1", port: int = 8765, **options: Any) -> None:

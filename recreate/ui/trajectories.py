@@ -5,6 +5,7 @@ experience store's semantic search with the CLI's filters."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,14 @@ class TrajectoryReader:
         self.catalog_path = self.root / "catalog.sqlite"
         self._embedding, self._chroma_url = embedding, chroma_url
         self._store: Any = None
+        self._store_lock = threading.Lock()  # pages render in a thread pool: one store, opened once
+
+    def close(self) -> None:
+        """Close the store the searches opened (its files and index connections)."""
+        with self._store_lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
 
     def _connect(self) -> closing[sqlite3.Connection]:
         # closed on leaving the block (a connection's own `with` only commits, and its statement cache
@@ -109,11 +118,12 @@ class TrajectoryReader:
         writes to the store."""
         if not self.catalog_path.is_file():
             return []
-        if self._store is None:
-            from recreate.experience.store import ExperienceStore
+        with self._store_lock:
+            if self._store is None:
+                from recreate.experience.store import ExperienceStore
 
-            self._store = ExperienceStore(
-                self.root, embedding=self._embedding, chroma_url=self._chroma_url, index=False
-            )
+                self._store = ExperienceStore(
+                    self.root, embedding=self._embedding, chroma_url=self._chroma_url, index=False
+                )
         chosen = {key: v for key, v in filters.items() if key in SEARCH_FILTERS and v}
         return self._store.search(query, scope=scope, filters=chosen, k=k)

@@ -7,6 +7,7 @@ import html
 import os
 import shutil
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,25 @@ def _steps(home: Path) -> list[tuple[str, str]]:
 
     with sqlite3.connect(f"file:{home / 'experience' / 'catalog.sqlite'}?mode=ro", uri=True) as db:
         return db.execute("SELECT trajectory_id, error_type FROM steps").fetchall()
+
+
+def _open_under(root: Path) -> list[str]:
+    fds = Path("/proc/self/fd")
+    out = []
+    for fd in fds.iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith(str(root)):
+            out.append(target)
+    return out
+
+
+def test_the_store_a_search_opened_is_closed_when_the_app_stops(ui_home: UiHome) -> None:
+    root = ui_home.path / "experience"
+    before = Counter(_open_under(root))  # what earlier tests' clients hold
+    with TestClient(create_app(ui_home.path, embedding="hash")) as app_client:
+        assert app_client.get("/experience?q=error").status_code == 200
+        assert Counter(_open_under(root)) - before  # the search opened the store
+    assert not Counter(_open_under(root)) - before
