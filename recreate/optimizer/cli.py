@@ -293,11 +293,17 @@ def _export_final(store: ScaffoldStore, ref: str, dest: Path) -> None:
 
 @contextlib.contextmanager
 def _progress_lines() -> Iterator[None]:
-    """The loop's progress (`recreate.progress`), a timed line per stage, on this command's console."""
+    """The loop's progress (`recreate.progress`), a timed line per stage, on this command's console;
+    to a pipe or a log file, plain lines (no padding to the console's width, no folding)."""
     from rich.logging import RichHandler
 
     log = logging.getLogger("recreate.progress")
-    handler = RichHandler(console=console, show_level=False, show_path=False, markup=False)
+    handler: logging.Handler
+    if console.is_terminal:
+        handler = RichHandler(console=console, show_level=False, show_path=False, markup=False)
+    else:
+        handler = logging.StreamHandler(console.file)
+        handler.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", "%H:%M:%S"))
     level, propagate = log.level, log.propagate  # given back: a caller's own handlers see them again
     log.addHandler(handler)
     log.setLevel(logging.INFO)

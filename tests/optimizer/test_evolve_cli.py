@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -146,6 +147,9 @@ def test_the_run_prints_a_timed_line_per_stage(recreate_home):
     assert None not in found and found == sorted(found), res.stdout  # in order, before the summary
     assert sum("round 1: task " in line for line in lines) == 3
     assert "Traceback" not in res.stderr
+    progress = lines[: found[-1] + 1]
+    # to a pipe: one plain timed line per stage, neither padded nor folded to a width
+    assert all(re.fullmatch(r"\[\d\d:\d\d:\d\d\] \S.*\S", line) for line in progress), progress
 
 
 def test_the_progress_logger_is_given_back_as_it_was_after_the_command(
