@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The main job: evolve the minimal seed scaffold on the bundled custom domain. With OPENAI_API_KEY
-# (OpenAI), OPENAI_BASE_URL (vLLM, Ollama, any OpenAI-compatible server) or --model PROVIDER:MODEL it uses
-# that endpoint; with none, the embedded SmolLM2-135M on this machine. Extra arguments go to `recreate evolve`.
+# The main job: evolve ⇄ fine-tune ⇄ serve on the embedded SmolLM2-135M, on this machine (no key, no
+# download): ReCreate evolves examples/arithmetic/scaffold, and every 2 rounds TAPO fine-tunes the model
+# under the agent on its own runs, serves the new version, and the gate keeps it only if held-out tasks
+# say so. Extra arguments go to `recreate evolve` (e.g. --optimizer-model openai:gpt-4.1-mini).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh embed,local
-exec .venv/bin/recreate evolve --seed scaffolds/minimal --domain jsonl \
-  --data examples/custom_domain/tasks.jsonl --evaluator "python3 /evaluator/evaluate.py" \
-  --rounds 2 --batch-size 3 --concurrency 4 --budget-usd 2 "$@"
+bash scripts/setup.sh embed,local,train
+exec .venv/bin/recreate evolve --seed examples/arithmetic/scaffold --domain math \
+  --data examples/arithmetic/tasks.jsonl --model local --rounds 4 --finetune-every 2 --budget-usd 2 "$@"

@@ -118,6 +118,20 @@ def test_what_the_examples_leave_in_the_checkout_is_ignored() -> None:
     assert done.stdout.split() == left
 
 
+def test_the_main_job_is_a_command_recreate_accepts(tmp_path: Path) -> None:
+    """The README's main job is skipped above (minutes of a real model): its `recreate evolve` line is
+    checked here as a dry run, which parses every option and loads the seed, tasks and plan."""
+    script = (REPO / "scripts" / "evolve_example.sh").read_text()
+    line = script.split("\nexec .venv/bin/recreate ", 1)[1].replace("\\\n", " ").splitlines()[0]
+    args = [a for a in shlex.split(line) if a != "$@"]
+    done = subprocess.run(
+        [sys.executable, "-m", "recreate", *args, "--dry-run", "--home", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "fine-tuning step(s)" in done.stdout and "$0.00" in done.stdout  # the local model costs nothing
+
+
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[str]:
     with ScriptedOpenAIServer(loop_responder()) as server:

@@ -96,11 +96,16 @@ def projected_cost(
     agent: str,
     optimizer: str,
     prices: dict | None = None,
+    finetune_every: int | None = None,
+    finetune_group_size: int = 4,
 ) -> list[tuple[str, int, int, float | None]]:
     """Upper-bound preview: (role, calls, tokens, USD or None when the price is unknown)."""
     from recreate.models import price_call
 
     rollouts = n_val * cfg.val_seeds * (1 + 2 * cfg.rounds) + cfg.batch_size * cfg.rounds  # parent re-scored
+    if finetune_every:  # each step: runs to train on, then both model versions on the validation tasks
+        per_step = cfg.batch_size * finetune_every * finetune_group_size + 2 * n_val * cfg.val_seeds
+        rollouts += cfg.rounds // finetune_every * per_step
     prompt = scaffold_chars // 4 + 1500  # scaffold + task + a few observations, in tokens
     rows = [
         ("agent", rollouts * max_steps, rollouts * max_steps * (prompt + 400), agent),
@@ -209,7 +214,10 @@ def evolve_command(
     seed_scaffold = load_scaffold(seed)
     if dry_run:
         agent = model or settings.model or "unknown"
-        _preview(cfg, seed_scaffold, len(train), len(val), agent, optimizer_model or agent, prices)
+        _preview(
+            cfg, seed_scaffold, len(train), len(val), agent, optimizer_model or agent, prices,
+            finetune_every, finetune_group_size,
+        )  # fmt: skip
         return
     _check_writable(settings.home)
     agent = agent_model_spec(model or settings.model, settings.base_url)
@@ -374,13 +382,22 @@ def _finetuned_models(
 
 
 def _preview(
-    cfg: EvolveConfig, seed, n_train: int, n_val: int, agent: str, optimizer: str, prices: dict
+    cfg: EvolveConfig,
+    seed,
+    n_train: int,
+    n_val: int,
+    agent: str,
+    optimizer: str,
+    prices: dict,
+    finetune_every: int | None,
+    finetune_group_size: int,
 ) -> None:
     from recreate.optimizer.synthesis import scaffold_size
 
-    table = Table(
-        title=f"evolve plan: {cfg.rounds} rounds × {cfg.batch_size} tasks; {n_train} train, {n_val} val"
-    )
+    steps = cfg.rounds // finetune_every if finetune_every else 0
+    tuning = f", {steps} fine-tuning step(s) (agent runs included)" if finetune_every else ""
+    plan = f"{cfg.rounds} rounds × {cfg.batch_size} tasks{tuning}; {n_train} train, {n_val} val"
+    table = Table(title=f"evolve plan: {plan}")
     for col in ("role", "calls (max)", "tokens (max)", "USD (max)"):
         table.add_column(col)
     rows = projected_cost(
@@ -391,6 +408,8 @@ def _preview(
         agent=agent,
         optimizer=optimizer,
         prices=prices,
+        finetune_every=finetune_every,
+        finetune_group_size=finetune_group_size,
     )
     for role, calls, tokens, usd in rows:
         table.add_row(role, str(calls), f"{tokens:,}", "unknown price" if usd is None else f"${usd:.2f}")

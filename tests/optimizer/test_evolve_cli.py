@@ -15,6 +15,7 @@ import pytest
 
 from recreate.domains import get_domain
 from recreate.experience.store import ExperienceStore
+from recreate.optimizer import EvolveConfig
 from recreate.scaffold import ScaffoldStore, read_dir
 from recreate.testing import ScriptedOpenAIServer
 from tests.optimizer.script import EVALUATOR, WORDS, responder
@@ -63,6 +64,28 @@ def test_dry_run_previews_cost_without_calling(recreate_home, openai_server):
     assert res.returncode == 0, res.stderr
     assert "evolve plan: 2 rounds × 3 tasks" in res.stdout and "$" in res.stdout
     assert not openai_server.requests
+
+
+def test_the_plan_counts_the_runs_of_fine_tuning_steps() -> None:
+    from recreate.optimizer.cli import projected_cost
+
+    cfg = EvolveConfig(rounds=4, batch_size=3, val_seeds=1)
+    plain, tuned = (
+        projected_cost(
+            cfg,
+            n_val=5,
+            scaffold_chars=4000,
+            max_steps=2,
+            agent="local",
+            optimizer="local",
+            finetune_every=every,
+            finetune_group_size=4,
+        )  # fmt: skip
+        for every in (None, 2)
+    )
+    # 2 steps, each: 3 tasks × 2 rounds × 4 runs to train on, and both versions on the 5 validation tasks
+    assert tuned[0][1] - plain[0][1] == 2 * (3 * 2 * 4 + 2 * 5) * 2  # × max_steps calls per run
+    assert tuned[1:] == plain[1:]  # the meta-agents' calls do not change
 
 
 def test_fine_tuning_in_the_loop_needs_the_local_model(recreate_home, openai_server):
