@@ -125,5 +125,6 @@ class TrajectoryReader:
                 self._store = ExperienceStore(
                     self.root, embedding=self._embedding, chroma_url=self._chroma_url, index=False
                 )
+            store = self._store
         chosen = {key: v for key, v in filters.items() if key in SEARCH_FILTERS and v}
-        return self._store.search(query, scope=scope, filters=chosen, k=k)
+        return store.search(query, scope=scope, filters=chosen, k=k)
