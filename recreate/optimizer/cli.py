@@ -437,17 +437,21 @@ def _summary(result, report: Path) -> None:
     )
 
 
+def _mean_runs(mean: float, runs: int) -> str:
+    return f"{mean:.3f} ({runs})"
+
+
 def _grid_summary(result) -> None:
     from recreate.optimizer.report import version_grid
 
     grid = version_grid(result.history, result.models)
     names = list(dict.fromkeys(m for _, m in grid))
-    table = Table(title="val mean: scaffold version × model version")
+    table = Table(title="val mean (runs): scaffold version × model version")
     table.add_column("scaffold")
     for name in names:  # folded, not cut: the versions differ only at the end of their names
         table.add_column(name, overflow="fold")
     for scaffold in dict.fromkeys(s for s, _ in grid):
         table.add_row(
-            scaffold, *(f"{grid[(scaffold, m)]:.3f}" if (scaffold, m) in grid else "—" for m in names)
+            scaffold, *(_mean_runs(*grid[(scaffold, m)]) if (scaffold, m) in grid else "—" for m in names)
         )
     console.print(table)

@@ -39,9 +39,11 @@ def _mean(scores: dict[str, float] | None) -> float | None:
     return sum(scores.values()) / len(scores) if scores else None
 
 
-def version_grid(history: list[dict[str, Any]], models: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
-    """Mean validation score of each (scaffold version, model version) pair that a gate measured, over
-    all its measurements (each gate scores on its own fresh seeds)."""
+def version_grid(
+    history: list[dict[str, Any]], models: list[dict[str, Any]]
+) -> dict[tuple[str, str], tuple[float, int]]:
+    """(mean validation score, runs) of each (scaffold version, model version) pair that a gate
+    measured, over all its measurements (each gate scores on its own fresh seeds)."""
     measured: dict[tuple[str, str], list[float]] = {}
 
     def add(scaffold: str | None, model: str | None, scores: dict[str, float] | None) -> None:
@@ -54,7 +56,7 @@ def version_grid(history: list[dict[str, Any]], models: list[dict[str, Any]]) ->
     for m in models:
         add(m.get("scaffold"), m.get("parent"), m.get("parent_val"))
         add(m.get("scaffold"), m.get("model"), m.get("val"))
-    return {pair: sum(v) / len(v) for pair, v in measured.items()}
+    return {pair: (sum(v) / len(v), len(v)) for pair, v in measured.items()}
 
 
 def _bar(path: Path, labels: list[str], values: list[float], title: str, ylabel: str) -> None:
@@ -135,6 +137,10 @@ td,th{{border:1px solid #ccc;padding:4px 8px;font-size:14px}}
     return path
 
 
+def _grid_cell(cell: tuple[float, int] | None) -> str:
+    return "—" if cell is None else f"{cell[0]:.3f} <small>({cell[1]} runs)</small>"
+
+
 def _models_html(history: list[dict[str, Any]], models: list[dict[str, Any]]) -> str:
     """The fine-tuning steps and the scaffold version × model version grid ('' without fine-tuning)."""
     if not models:
@@ -145,7 +151,7 @@ def _models_html(history: list[dict[str, Any]], models: list[dict[str, Any]]) ->
     head = "".join(f"<th>{html.escape(m)}</th>" for m in names)
     cells = "".join(
         f"<tr><td>{html.escape(s)}</td>"
-        + "".join(f"<td>{_fmt(grid.get((s, m)))}</td>" for m in names)
+        + "".join(f"<td>{_grid_cell(grid.get((s, m)))}</td>" for m in names)
         + "</tr>"
         for s in scaffolds
     )
@@ -157,8 +163,9 @@ def _models_html(history: list[dict[str, Any]], models: list[dict[str, Any]]) ->
         for m in models
     )
     return (
-        "<h2>Scaffold version × model version</h2><p>Mean validation score of each pair a gate measured "
-        f"(— not measured).</p><table><tr><th>scaffold</th>{head}</tr>{cells}</table>"
+        "<h2>Scaffold version × model version</h2><p>Mean validation score of each pair a gate measured, "
+        "over all the runs that measured it (each gate runs its own fresh seeds; — not measured).</p>"
+        f"<table><tr><th>scaffold</th>{head}</tr>{cells}</table>"
         "<h2>Fine-tuning steps</h2><table><tr><th>after round</th><th>scaffold</th><th>model</th>"
         "<th>candidate</th><th>runs</th><th>reward mean</th><th>accepted</th><th>improvement</th>"
         f"<th>95% CI</th><th>n</th><th>gate</th></tr>{steps}</table>"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,7 @@ def test_the_loop_fine_tunes_the_agent_model_and_gates_the_new_version(
     assert any(line.startswith("round 1: fine-tuning (8 runs, mean reward") for line in said), said
     report = write_report(result, result.run_dir / "report").read_text()
     assert "Scaffold version × model version" in report and base in report
+    assert re.search(r"\d\.\d{3} <small>\(\d+ runs\)</small>", report)  # each pair's mean and its runs
 
 
 def test_a_step_trains_the_steps_asked_for_also_on_fewer_batches_of_runs(tmp_path: Path) -> None:

@@ -229,3 +229,5 @@ def test_the_version_grid_names_every_model_version_in_full_on_a_narrow_console(
         _grid_summary(result)
     text = captured.get()
     assert "…" not in text and "d68d433e" in text and "59ccfcd4" in text, text
+    # the base model: 2 runs of the seed's validation and 1 in each step's gate, pooled and counted
+    assert "1.000 (4)" in text and text.count("0.000 (1)") == 2, text
