@@ -16,6 +16,7 @@ are checked against the stored text (`on_mismatch`), the stop token, and the rec
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections import Counter, defaultdict
@@ -302,7 +303,7 @@ def build_dataset(
         raise DataError(f"--on-mismatch must be one of {', '.join(ON_MISMATCH)}; got {on_mismatch!r}")
     trajectories, skipped = load_trajectories(source)
     examples: list[Example] = []
-    for traj in trajectories:
+    for traj in sorted(trajectories, key=_content_order):
         try:
             examples.append(
                 tokenize_trajectory(traj, tokenizer, max_length=max_length, on_mismatch=on_mismatch)
@@ -388,6 +389,14 @@ def collate(examples: list[Example], pad_id: int, recompute_old: bool = False) -
         ref_logprobs=_shifted([e.ref_logprobs for e in examples], width) if has_ref else None,
         advantages=torch.tensor([e.advantage for e in examples], dtype=torch.float32),
     )
+
+
+def _content_order(traj: Trajectory) -> tuple[str, str, float, str]:
+    """An order the runs' content decides, not their random ids (the files' names): the trainer's seeded
+    shuffle then trains the same adapter on the same runs."""
+    text = json.dumps(traj.messages, sort_keys=True, default=str).encode("utf-8", "surrogatepass")
+    score = traj.evaluation.score if traj.evaluation else 0.0
+    return traj.task_id, str(traj.seed), score, hashlib.sha256(text).hexdigest()
 
 
 def dataset_for(config: TrainConfig, source: str | Path, tokenizer: Any) -> Dataset:

@@ -124,6 +124,20 @@ def test_groups_filters_and_advantages(tmp_path: Path, tokenizer) -> None:
     assert 0 < summary["mask_ratio"] < 1 and summary["reward_min"] == 0.0 and summary["reward_max"] == 1.0
 
 
+def test_the_same_runs_under_other_ids_make_the_same_dataset(tmp_path: Path, tokenizer) -> None:
+    """Run ids are random, and files are named by them: the order the trainer sees (and so the adapter
+    it trains) must come from the runs, not from their names."""
+    runs = [(task, answer) for task in range(3) for answer in ("A", "B", "A", "B")]
+    built = []
+    for name, ids in (("first", range(len(runs))), ("again", reversed(range(len(runs))))):
+        root = tmp_path / name
+        for (task, answer), n in zip(runs, ids, strict=True):
+            synthetic_trajectory(task, answer, trajectory_id=f"t-{n:02d}").save(root / f"t-{n:02d}.json")
+        built.append(build_dataset(root, tokenizer, min_group_size=2))
+    first, again = ([(e.group, e.reward, e.input_ids, e.advantage) for e in d.examples] for d in built)
+    assert len(first) == 12 and first == again
+
+
 def test_unusable_trajectory_is_skipped_not_fatal(tmp_path: Path, tokenizer) -> None:
     root = tmp_path / "logs"
     for k, answer in enumerate("AB"):
