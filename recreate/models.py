@@ -394,19 +394,37 @@ def make_chat_model(
         raise ModelSpecError(f"cannot build model {spec!r}: {redact(str(exc)).splitlines()[0]}") from exc
 
 
-def check_endpoint(spec: str, base_url: str | None = None, timeout: float = 5.0) -> None:
-    """Ask an OpenAI-compatible endpoint for its models once: an unreachable server is one clear line
-    here, not minutes of retried calls from every rollout."""
+def check_endpoint(
+    spec: str, base_url: str | None = None, timeout: float = 5.0, *, option: str = "--model"
+) -> None:
+    """Ask an OpenAI-compatible endpoint (OpenAI's own for `openai:` specs) for its models once: an
+    unreachable server or a refused key is one clear line here, naming `option`, not minutes of retried
+    calls from every rollout."""
     provider, _, url = parse_spec(spec, base_url)
-    if not url or provider not in (None, "openai"):
+    if provider not in (None, "openai"):
         return
+    key = os.environ.get("OPENAI_API_KEY")
+    if not url:
+        if provider != "openai":
+            return
+        if not key:
+            raise ModelSpecError(
+                f"{option} {spec}: OPENAI_API_KEY is not set; export it, or pass another {option}"
+            )
+        url = "https://api.openai.com/v1"
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
-        httpx.get(f"{url.rstrip('/')}/models", timeout=timeout)
+        reply = httpx.get(f"{url.rstrip('/')}/models", headers=headers, timeout=timeout)
     except httpx.TransportError as exc:
         raise ModelSpecError(
-            f"cannot reach the model endpoint {redact(url)} ({type(exc).__name__}: {exc}); "
-            "start the server, or fix --model / OPENAI_BASE_URL"
+            f"{option} {redact(spec)}: cannot reach the model endpoint {redact(url)} "
+            f"({type(exc).__name__}: {redact(str(exc))}); start the server, or fix {option} / OPENAI_BASE_URL"
         ) from exc
+    if reply.status_code in (401, 403):
+        raise ModelSpecError(
+            f"{option} {redact(spec)}: the endpoint {redact(url)} refused the key "
+            f"(HTTP {reply.status_code}); check OPENAI_API_KEY"
+        )
 
 
 def endpoint_host(model: BaseChatModel) -> str | None:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from recreate.finetune.online import mean_metrics
 from recreate.finetune.policy import LORA_LR, ServedPolicy
 from recreate.local import LOCAL_TEMPERATURE
+from recreate.optimizer import progress
 from recreate.optimizer.gate import paired_gate
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ class FinetuneStep:
         ran = {r["task_id"] for r in state.get("results", []) if r["round"] in recent}
         task_ids = sorted(ran - held_out)
         jobs = [(loop.tasks[t], g) for t in task_ids for g in range(self.settings.group_size)]
+        progress.finetune_sampling(rnd, len(task_ids), self.settings.group_size)
         runs = loop.run_all([(scaffold, task, loop.seed_of("finetune", rnd, task.id, g)) for task, g in jobs])
         work = loop.run_dir / "finetune" / f"round-{rnd:03d}"
         data = work / "data"
@@ -78,7 +80,7 @@ class FinetuneStep:
         entry["trajectories"] = len(scored)
         if scored:
             entry["reward_mean"] = round(sum(t.evaluation.score for t in scored) / len(scored), 4)
-        adapter, metrics, reason = self._train(data, work)
+        adapter, metrics, reason = self._train(data, work, rnd)
         entry["train"] = metrics
         if adapter is None:
             entry["reason"] = reason
@@ -106,7 +108,7 @@ class FinetuneStep:
         self.policy.accept()
         return {"models": [entry], "model": candidate.name}
 
-    def _train(self, data: Path, work: Path) -> tuple[Path | None, dict[str, float], str]:
+    def _train(self, data: Path, work: Path, rnd: int) -> tuple[Path | None, dict[str, float], str]:
         """(adapter dir or None, mean training metrics, why nothing was trained)."""
         from transformers.utils import logging as hf_logging
 
@@ -123,8 +125,12 @@ class FinetuneStep:
         dataset = dataset_for(config, data, load_tokenizer(base))
         if not dataset.examples:
             return None, {}, "no task had runs with different rewards: nothing to learn, model kept"
+        progress.finetune_training(rnd, s.algo, s.steps, len(dataset.examples))
         started = time.time()
         result = train(config, data, base, dataset=dataset)
+        # the checkpoints (optimizer state, ~0.5 GB for the 135M model) only resume a killed training;
+        # with the adapter written, a kill returns it above
+        shutil.rmtree(result.output_dir / "checkpoints", ignore_errors=True)
         metrics = mean_metrics(result.metrics_path) | {"train_s": round(time.time() - started, 1)}
         return result.final_dir, metrics, ""
 

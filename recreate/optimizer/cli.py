@@ -6,6 +6,8 @@ import contextlib
 import logging
 import os
 import shutil
+import signal
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -14,15 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import typer
-from rich.table import Table
 
 from recreate.config import load_settings
 from recreate.console import make_console
 from recreate.local import LOCAL_SPEC
+from recreate.optimizer.plan import print_plan
+from recreate.optimizer.summary import print_summary
 
 if TYPE_CHECKING:
     from recreate.finetune.evolve_step import FinetuneSettings
-    from recreate.optimizer.loop import EvolveConfig
     from recreate.scaffold import ScaffoldStore
 
 ABLATIONS = ("no-trajectory", "no-environment", "no-eval-details", "no-guidance")
@@ -87,43 +89,6 @@ def parse_prices(items: list[str]) -> dict[str, list[float]]:
     return prices
 
 
-def projected_cost(
-    cfg: EvolveConfig,
-    *,
-    n_val: int,
-    scaffold_chars: int,
-    max_steps: int,
-    agent: str,
-    optimizer: str,
-    prices: dict | None = None,
-    finetune_every: int | None = None,
-    finetune_group_size: int = 4,
-) -> list[tuple[str, int, int, float | None]]:
-    """Upper-bound preview: (role, calls, tokens, USD or None when the price is unknown)."""
-    from recreate.models import price_call
-
-    rollouts = n_val * cfg.val_seeds * (1 + 2 * cfg.rounds) + cfg.batch_size * cfg.rounds  # parent re-scored
-    if finetune_every:  # each step: runs to train on, then both model versions on the validation tasks
-        per_step = cfg.batch_size * finetune_every * finetune_group_size + 2 * n_val * cfg.val_seeds
-        rollouts += cfg.rounds // finetune_every * per_step
-    prompt = scaffold_chars // 4 + 1500  # scaffold + task + a few observations, in tokens
-    rows = [
-        ("agent", rollouts * max_steps, rollouts * max_steps * (prompt + 400), agent),
-        (
-            "optimizer",
-            cfg.batch_size * cfg.rounds * cfg.reflect_steps,
-            cfg.batch_size * cfg.rounds * cfg.reflect_steps * 9000,
-            optimizer,
-        ),
-        ("synthesis", cfg.rounds * 3, cfg.rounds * 3 * 16000, optimizer),
-    ]
-    out = []
-    for role, calls, tokens, model in rows:
-        completion = calls * 400
-        out.append((role, calls, tokens, price_call(model, tokens - completion, 0, completion, prices)))
-    return out
-
-
 def evolve_command(
     seed: Path = typer.Option(..., "--seed", help="Seed scaffold directory (e.g. scaffolds/minimal)."),
     domain: str = typer.Option(..., "--domain", help="Domain name: math, ds1000, jsonl."),
@@ -181,7 +146,7 @@ def evolve_command(
 ) -> None:
     """Evolve a seed scaffold into a better, validated one (ReCreate)."""
     from recreate.domains import get_domain
-    from recreate.models import Budget, check_endpoint
+    from recreate.models import Budget, check_endpoint, price_overrides, require_prices
     from recreate.optimizer import Ablations, EvolveConfig, ReCreateOptimizer
     from recreate.optimizer.report import write_report
     from recreate.scaffold import load_scaffold
@@ -212,68 +177,132 @@ def evolve_command(
         ablations=Ablations(**{a.replace("-", "_"): True for a in ablate}, no_synthesis=no_synthesis),
     )
     seed_scaffold = load_scaffold(seed)
+    finetune = _finetune_settings(
+        finetune_every, rounds, model or settings.model, algo=finetune_algo, steps=finetune_steps,
+        group_size=finetune_group_size,
+    )  # fmt: skip
     if dry_run:
         agent = model or settings.model or "unknown"
-        _preview(
-            cfg, seed_scaffold, len(train), len(val), agent, optimizer_model or agent, prices,
-            finetune_every, finetune_group_size,
+        print_plan(
+            console, cfg, seed_scaffold, n_train=len(train), n_val=len(val), agent=agent,
+            optimizer=optimizer_model or agent, prices=prices, budget_usd=usd, finetune_every=finetune_every,
+            finetune_group_size=finetune_group_size,
         )  # fmt: skip
         return
     _check_writable(settings.home)
     agent = agent_model_spec(model or settings.model, settings.base_url)
     optimizer = optimizer_model or settings.optimizer_model or agent
-    if finetune_every and agent != LOCAL_SPEC:
-        raise typer.BadParameter(
-            f"fine-tuning in the loop trains the local model, not {agent!r}: use --model local, or "
-            "`recreate finetune --run RUN` on a run's logs",
-            param_hint=["--finetune-every"],
-        )
+    if finetune and agent != LOCAL_SPEC:
+        raise _not_local(agent)
+    budget = Budget(max_usd=usd, max_tokens=max_tokens)
+    price_overrides(prices)  # a malformed price (recreate.toml, --price) is said before anything starts
+    require_prices({"agent": agent, "optimizer": optimizer}, budget, prices, settings.base_url)
+    endpoints = {agent: "--model"}
+    endpoints.setdefault(optimizer, "--optimizer-model")
+    for spec, option in endpoints.items():  # before a local server starts: a bad endpoint costs seconds
+        if spec != LOCAL_SPEC:
+            check_endpoint(spec, settings.base_url, option=option)
     run_id = resume or run_id or f"evolve-{uuid.uuid4().hex[:8]}"
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(_progress_lines())
-        models: dict[str, Any] = {"agent_model": agent, "optimizer_model": optimizer, "agent_options": {}}
-        if finetune_every:
-            from recreate.finetune.evolve_step import FinetuneSettings
-
-            models = _finetuned_models(
-                stack, settings.home / "runs" / run_id, settings.home, optimizer, concurrency,
-                FinetuneSettings(
-                    every=finetune_every, algo=finetune_algo, steps=finetune_steps,
-                    group_size=finetune_group_size,
-                ),
-                _why_local(model, optimizer_model, settings.model, settings.optimizer_model),
-            )  # fmt: skip
-        elif LOCAL_SPEC in (agent, optimizer):
+    if resume:
+        console.print(f"resuming run {run_id}: its finished work is kept")
+    run_dir = settings.home / "runs" / run_id
+    started_fresh = not run_dir.exists()
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(_progress_lines())
+            stack.enter_context(_interrupts_said(run_dir))
+            models: dict[str, Any] = {"agent_model": agent, "optimizer_model": optimizer, "agent_options": {}}
             why = _why_local(model, optimizer_model, settings.model, settings.optimizer_model)
-            models = _local_models(stack, settings.home, agent, optimizer, why)
-        opt = ReCreateOptimizer(
-            **models,
-            budget=Budget(max_usd=usd, max_tokens=max_tokens),
-            sandbox=sandbox or settings.sandbox,
-            max_concurrency=concurrency,
-            home=settings.home,
-            config=cfg,
-            prices=prices,
-        )
-        specs = (models["agent_model"], models["optimizer_model"])
-        for spec in dict.fromkeys(s for s in specs if isinstance(s, str)):  # local models are up already
-            check_endpoint(spec, settings.base_url)
-        result = opt.optimize(
-            seed=seed_scaffold,
-            domain=dom,
-            trainset=train,
-            valset=val,
-            run_id=run_id,
-            allow_train_as_val=allow_train_as_val,
-            force=force,
-        )
+            if finetune:
+                models = _finetuned_models(
+                    stack, run_dir, settings.home, optimizer, concurrency, finetune, why
+                )
+            elif LOCAL_SPEC in (agent, optimizer):
+                models = _local_models(stack, settings.home, agent, optimizer, why)
+            opt = ReCreateOptimizer(
+                **models,
+                budget=budget,
+                sandbox=sandbox or settings.sandbox,
+                max_concurrency=concurrency,
+                home=settings.home,
+                config=cfg,
+                prices=prices,
+            )
+            result = opt.optimize(
+                seed=seed_scaffold,
+                domain=dom,
+                trainset=train,
+                valset=val,
+                run_id=run_id,
+                allow_train_as_val=allow_train_as_val,
+                force=force,
+            )
+    except BaseException:
+        if started_fresh and not (run_dir / "config.json").is_file():  # nothing to resume: leave no orphan
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     report = write_report(result, result.run_dir / "report")
     if result.final:
         _export_final(opt.scaffolds, result.final, result.run_dir / "scaffold")
-    _summary(result, report)
+    print_summary(console, result, report)
     if result.stopped:
         console.print(f"[yellow]stopped: {result.stopped}[/]; resume with --resume {result.run_id}")
         raise typer.Exit(3)
+
+
+def _finetune_settings(
+    every: int | None, rounds: int, asked_model: str | None, **options: Any
+) -> FinetuneSettings | None:
+    """--finetune-* checked before anything starts: a bad algorithm, a K no round reaches, a model that
+    is not the local one (as asked; the resolved model is checked again before the run)."""
+    if not every:
+        return None
+    if every > rounds:
+        raise typer.BadParameter(
+            f"{every} with --rounds {rounds}: no fine-tuning step would run; pass at most {rounds}",
+            param_hint=["--finetune-every"],
+        )
+    if asked_model and asked_model != LOCAL_SPEC:
+        raise _not_local(asked_model)
+    from recreate.finetune.evolve_step import FinetuneSettings, train_config
+    from tapo_backend.config import ConfigError
+
+    settings = FinetuneSettings(every=every, **options)
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            train_config(settings, Path(scratch), "check")
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc), param_hint=["--finetune-algo"]) from exc
+    return settings
+
+
+def _not_local(agent: str) -> typer.BadParameter:
+    return typer.BadParameter(
+        f"fine-tuning in the loop trains the local model, not {agent!r}: use --model local, or "
+        "`recreate finetune --run RUN` on a run's logs",
+        param_hint=["--finetune-every"],
+    )
+
+
+@contextlib.contextmanager
+def _interrupts_said(run_dir: Path) -> Iterator[None]:
+    """Ctrl-C or SIGTERM: say at once what happens (the running model calls are waited for), and at
+    the end how to resume; the local servers stop on the way out."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        sys.stderr.write("interrupted: stopping once the running model calls return\n")
+        raise KeyboardInterrupt
+
+    before = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    except KeyboardInterrupt:
+        if (run_dir / "config.json").is_file():
+            console.print(f"[yellow]interrupted[/]; resume with --resume {run_dir.name}")
+        raise typer.Exit(130) from None
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def _check_writable(home: Path) -> None:
@@ -356,13 +385,6 @@ def _finetuned_models(
 
     if optimizer == LOCAL_SPEC:
         console.print(LOCAL_NOTICE.format(why=why, name=EMBEDDED_NAME, roles="agent and optimizer"))
-    from recreate.finetune.evolve_step import train_config
-    from tapo_backend.config import ConfigError
-
-    try:  # a bad algorithm or setting fails now, not after K rounds of paid work
-        train_config(settings, run_dir / "finetune", "check")
-    except ConfigError as exc:
-        raise typer.BadParameter(str(exc), param_hint=["--finetune-algo"]) from exc
     policy = stack.enter_context(ServedPolicy(home, run_dir / "policy", parallel=concurrency))
     console.print(
         f"fine-tuning every {settings.every} round(s): the agent samples from {policy.current.name} "
@@ -379,79 +401,3 @@ def _finetuned_models(
         "optimizer_model": optimizer_model,
         "finetune": FinetuneStep(policy, settings),
     }
-
-
-def _preview(
-    cfg: EvolveConfig,
-    seed,
-    n_train: int,
-    n_val: int,
-    agent: str,
-    optimizer: str,
-    prices: dict,
-    finetune_every: int | None,
-    finetune_group_size: int,
-) -> None:
-    from recreate.optimizer.synthesis import scaffold_size
-
-    steps = cfg.rounds // finetune_every if finetune_every else 0
-    tuning = f", {steps} fine-tuning step(s) (agent runs included)" if finetune_every else ""
-    plan = f"{cfg.rounds} rounds × {cfg.batch_size} tasks{tuning}; {n_train} train, {n_val} val"
-    table = Table(title=f"evolve plan: {plan}")
-    for col in ("role", "calls (max)", "tokens (max)", "USD (max)"):
-        table.add_column(col)
-    rows = projected_cost(
-        cfg,
-        n_val=n_val,
-        scaffold_chars=scaffold_size(seed),
-        max_steps=seed.limits.max_steps,
-        agent=agent,
-        optimizer=optimizer,
-        prices=prices,
-        finetune_every=finetune_every,
-        finetune_group_size=finetune_group_size,
-    )
-    for role, calls, tokens, usd in rows:
-        table.add_row(role, str(calls), f"{tokens:,}", "unknown price" if usd is None else f"${usd:.2f}")
-    console.print(table)
-
-
-def _summary(result, report: Path) -> None:
-    table = Table(title=f"run {result.run_id}")
-    for col in ("version", "accepted", "val mean", "gate"):
-        table.add_column(col)
-    for h in result.history:
-        val = h.get("val")
-        mean = f"{sum(val.values()) / len(val):.3f}" if val else "—"
-        errors = h.get("errors") or []
-        note = f" [{len(errors)} error(s), see the report: {errors[0][:120]}]" if errors else ""
-        table.add_row(
-            str(h.get("ref", "—")), "✔" if h.get("accepted") else "✘", mean, h.get("reason", "seed") + note
-        )
-    console.print(table)
-    if result.models:
-        _grid_summary(result)
-    model = f"  model: [bold]{result.final_model}[/]" if result.final_model else ""
-    console.print(
-        f"final: [bold]{result.final}[/]{model}  scaffold: {result.run_dir / 'scaffold'}  report: {report}"
-    )
-
-
-def _mean_runs(mean: float, runs: int) -> str:
-    return f"{mean:.3f} ({runs})"
-
-
-def _grid_summary(result) -> None:
-    from recreate.optimizer.report import version_grid
-
-    grid = version_grid(result.history, result.models)
-    names = list(dict.fromkeys(m for _, m in grid))
-    table = Table(title="val mean (runs): scaffold version × model version")
-    table.add_column("scaffold")
-    for name in names:  # folded, not cut: the versions differ only at the end of their names
-        table.add_column(name, overflow="fold")
-    for scaffold in dict.fromkeys(s for s, _ in grid):
-        table.add_row(
-            scaffold, *(_mean_runs(*grid[(scaffold, m)]) if (scaffold, m) in grid else "—" for m in names)
-        )
-    console.print(table)

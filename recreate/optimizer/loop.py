@@ -382,7 +382,7 @@ class EvolveLoop:
 
     def finetune_node(self, state: EvolveState) -> dict[str, Any]:
         self.spend.check()
-        progress.finetuning(state["round"], self.finetune.model_name)
+        progress.finetuning(state["round"], self.finetune.model_name, self.finetune.settings.every)
         update = self.finetune(self, state)
         progress.finetuned(state["round"], update["models"][-1])
         return update

@@ -77,8 +77,17 @@ def decided(rnd: int, entry: dict[str, Any]) -> None:
     log.info("round %d: %s%s", rnd + 1, said, noted)
 
 
-def finetuning(rnd: int, model: str) -> None:
-    log.info("round %d: fine-tuning %s on this round's training tasks", rnd, model)
+def finetuning(rnd: int, model: str, every: int) -> None:
+    rounds = f"round {rnd}" if every == 1 else f"rounds {rnd - every + 1}-{rnd}"
+    log.info("round %d: fine-tuning %s on the training tasks of %s", rnd, model, rounds)
+
+
+def finetune_sampling(rnd: int, tasks: int, group: int) -> None:
+    log.info("round %d: fine-tuning: %d runs to train on (%d tasks × %d)", rnd, tasks * group, tasks, group)
+
+
+def finetune_training(rnd: int, algo: str, steps: int, runs: int) -> None:
+    log.info("round %d: fine-tuning: training %s for %d steps on %d runs", rnd, algo, steps, runs)
 
 
 def finetuned(rnd: int, entry: dict[str, Any]) -> None:

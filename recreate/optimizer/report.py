@@ -118,12 +118,14 @@ def write_report(result: Any, out_dir: Path) -> Path:
     lineage = "".join(_edit_html(h) for h in history if h.get("ops"))
     finetuning = _models_html(history, getattr(result, "models", []))
     status = f"stopped early: {html.escape(result.stopped)}" if result.stopped else "finished"
+    model = getattr(result, "final_model", None)
+    final_model = f", final model: <b>{html.escape(model)}</b>" if model else ""
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>recreate evolve {result.run_id}</title>
 <style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:4px 8px;font-size:14px}}
 </style></head><body>
 <h1>recreate evolve — {html.escape(result.run_id)}</h1>
-<p>Final scaffold: <b>{html.escape(str(result.final))}</b> ({status})</p>
+<p>Final scaffold: <b>{html.escape(str(result.final))}</b>{final_model} ({status})</p>
 {" ".join(f'<img src="{name}">' for name in plots)}
 <h2>Versions</h2><table><tr><th>version</th><th>round</th><th>parent</th><th>accepted</th><th>val mean</th>
 <th>improvement</th><th>95% CI</th><th>n</th><th>gate</th><th>errors</th></tr>{rows}</table>

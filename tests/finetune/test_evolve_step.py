@@ -82,6 +82,9 @@ def test_the_loop_fine_tunes_the_agent_model_and_gates_the_new_version(
     else:
         candidate = entry["model"]
         assert candidate.startswith(f"{base}+ft1-") and entry["gate"]["n"] == 2 and "loss" in entry["train"]
+        train_dir = run_dir / "finetune" / "round-001" / "train"
+        assert (train_dir / "final" / "adapter_config.json").is_file()
+        assert not (train_dir / "checkpoints").exists()  # resume state, dropped once the adapter is written
         assert set(entry["val"]) == set(entry["parent_val"]) == {t.id for t in val}  # paired, held out
         kept = candidate if entry["accepted"] else base
         assert served == kept == result.final_model == policy.current.name
@@ -92,6 +95,7 @@ def test_the_loop_fine_tunes_the_agent_model_and_gates_the_new_version(
         assert {t.model for t in val_runs} >= {base, candidate}  # each side sampled from its own weights
     said = [r.getMessage() for r in caplog.records if r.name == "recreate.progress"]
     assert "round 1: fine-tuning smollm2" in " ".join(said).lower()
+    assert "round 1: fine-tuning: 8 runs to train on (2 tasks × 4)" in said, said
     assert any(line.startswith("round 1: fine-tuning (8 runs, mean reward") for line in said), said
     report = write_report(result, result.run_dir / "report").read_text()
     assert "Scaffold version × model version" in report and base in report

@@ -67,7 +67,7 @@ def test_dry_run_previews_cost_without_calling(recreate_home, openai_server):
 
 
 def test_the_plan_counts_the_runs_of_fine_tuning_steps() -> None:
-    from recreate.optimizer.cli import projected_cost
+    from recreate.optimizer.plan import projected_cost
 
     cfg = EvolveConfig(rounds=4, batch_size=3, val_seeds=1)
     plain, tuned = (
@@ -215,8 +215,9 @@ def test_a_run_stopped_by_its_budget_resumes_to_its_end_with_a_raised_limit(recr
 def test_the_version_grid_names_every_model_version_in_full_on_a_narrow_console(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from recreate.optimizer.cli import _grid_summary, console
+    from recreate.optimizer.cli import console
     from recreate.optimizer.optimizer import EvolveResult
+    from recreate.optimizer.summary import print_grid
 
     base = "smollm2-135m-instruct"
     tuned = [f"{base}+ft1-d68d433e", f"{base}+ft1-59ccfcd4"]  # two rejected candidates of round 1 and 2
@@ -226,8 +227,38 @@ def test_the_version_grid_names_every_model_version_in_full_on_a_narrow_console(
     result = EvolveResult(run_id="r", run_dir=tmp_path, final="arithmetic@v1", history=history, models=models)
     monkeypatch.setattr(console, "width", 80)  # what a log file or a pipe gets
     with console.capture() as captured:
-        _grid_summary(result)
+        print_grid(console, result)
     text = captured.get()
     assert "…" not in text and "d68d433e" in text and "59ccfcd4" in text, text
     # the base model: 2 runs of the seed's validation and 1 in each step's gate, pooled and counted
     assert "1.000 (4)" in text and text.count("0.000 (1)") == 2, text
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_run_says_so_at_once_and_how_to_resume(recreate_home, sig):
+    state: dict = {"proc": None, "seen": 0}
+    lock = threading.Lock()
+
+    def interrupting_responder(body):
+        with lock:
+            state["seen"] += 1
+            if state["seen"] == 6:  # mid-run: the run's config is written, rounds are under way
+                state["proc"].send_signal(sig)
+        return responder(body)
+
+    with ScriptedOpenAIServer(interrupting_responder) as srv:
+        with lock:
+            state["proc"] = subprocess.Popen(
+                evolve_args(recreate_home, srv.url, "--run-id", "stopped"),
+                env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+        out, err = state["proc"].communicate(timeout=300)
+        assert state["proc"].returncode == 130, (out, err)
+        assert "interrupted: stopping once the running model calls return" in err and "Traceback" not in err
+        assert "interrupted; resume with --resume stopped" in out
+        resumed = subprocess.run(
+            evolve_args(recreate_home, srv.url, "--resume", "stopped"),
+            capture_output=True, text=True, env=clean_env(), timeout=300,
+        )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming run stopped" in resumed.stdout and "final: minimal@v2" in resumed.stdout

@@ -160,3 +160,60 @@ def test_the_local_notice_says_why_the_embedded_model_runs() -> None:
     assert _why_local(None, None, None, None) == "no model endpoint configured"
     assert _why_local("local", None, None, None) == "--model local"
     assert _why_local(None, None, "local", None) == "--model local"  # RECREATE_MODEL=local says so too
+
+
+def test_an_unreachable_optimizer_model_is_named_before_anything_starts(
+    monkeypatch, capsys, recreate_home, openai_server
+):
+    code, err = evolve(
+        monkeypatch, capsys, recreate_home, "--model", f"m@{openai_server.url}",
+        "--optimizer-model", f"o@{UNREACHABLE}", "--run-id", "early",
+    )  # fmt: skip
+    assert code == 2 and f"--optimizer-model o@{UNREACHABLE}: cannot reach" in one_line(err)
+    assert "fix --optimizer-model" in err
+    assert not (recreate_home / "runs" / "early").exists()  # nothing to resume, nothing left behind
+
+
+def test_an_openai_model_without_a_key_is_one_line_naming_the_option(
+    monkeypatch, capsys, recreate_home, openai_server
+):
+    code, err = evolve(
+        monkeypatch, capsys, recreate_home, "--model", f"m@{openai_server.url}",
+        "--optimizer-model", "openai:gpt-4.1-mini",
+    )  # fmt: skip
+    assert code == 2 and "--optimizer-model openai:gpt-4.1-mini: OPENAI_API_KEY is not set" in one_line(err)
+
+
+def test_a_refused_key_is_one_line_before_any_call(monkeypatch, capsys, recreate_home):
+    import http.server
+    import threading
+
+    class Refusing(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(401)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        code, err = evolve(monkeypatch, capsys, recreate_home, "--model", f"m@{url}")
+    finally:
+        server.shutdown()
+    assert code == 2 and "refused the key (HTTP 401); check OPENAI_API_KEY" in one_line(err)
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--finetune-every", "2"], "no fine-tuning step would run; pass at most 1"),  # --rounds 1
+        (["--finetune-every", "1", "--finetune-algo", "nope"], "'--finetune-algo'"),
+        (["--finetune-every", "1", "--model", "openai:gpt-4.1-mini"], "trains the local model"),
+    ],
+)
+def test_fine_tuning_options_are_checked_also_by_a_dry_run(monkeypatch, capsys, recreate_home, extra, said):
+    code, err = evolve(monkeypatch, capsys, recreate_home, *extra, "--dry-run")
+    assert code == 2 and said in one_line(err)

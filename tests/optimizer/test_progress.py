@@ -46,6 +46,21 @@ def test_a_fine_tuning_step_says_what_it_trained_and_which_model_stays(log: pyte
     ]
 
 
+def test_a_fine_tuning_step_says_which_rounds_it_samples_and_what_it_trains(
+    log: pytest.LogCaptureFixture,
+) -> None:
+    progress.finetuning(2, "base", every=2)
+    progress.finetune_sampling(2, tasks=8, group=4)
+    progress.finetune_training(2, "tapo", steps=8, runs=24)
+    progress.finetuning(3, "base+ft1", every=1)
+    assert log.messages == [
+        "round 2: fine-tuning base on the training tasks of rounds 1-2",
+        "round 2: fine-tuning: 32 runs to train on (8 tasks × 4)",
+        "round 2: fine-tuning: training tapo for 8 steps on 24 runs",
+        "round 3: fine-tuning base+ft1 on the training tasks of round 3",
+    ]
+
+
 def test_a_task_line_holds_with_and_without_a_score(log: pytest.LogCaptureFixture) -> None:
     run = Trajectory(task_id="alpha", domain="d", outcome=Outcome(exit_status="context_exceeded"))
     progress.task_done(0, run, {"status": "failed", "ops": []})

@@ -1,0 +1,88 @@
+"""What `recreate evolve` prints at the end: the versions and their gates, the scaffold × model grid and
+the fine-tuning steps (runs that fine-tune), and where the results are."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def print_summary(console: Console, result: Any, report: Path) -> None:
+    table = Table(title=f"run {result.run_id}")
+    for col in ("version", "accepted", "val mean", "gate"):
+        table.add_column(col)
+    for h in result.history:
+        val = h.get("val")
+        mean = f"{sum(val.values()) / len(val):.3f}" if val else "—"
+        errors = h.get("errors") or []
+        note = f" [{len(errors)} error(s), see the report: {errors[0][:120]}]" if errors else ""
+        table.add_row(
+            str(h.get("ref", "—")), "✔" if h.get("accepted") else "✘", mean, h.get("reason", "seed") + note
+        )
+    console.print(table)
+    if result.models:
+        print_grid(console, result)
+        print_finetune_steps(console, result.models)
+    model = f"  model: [bold]{result.final_model}[/]" if result.final_model else ""
+    console.print(
+        f"final: [bold]{result.final}[/]{model}  scaffold: {result.run_dir / 'scaffold'}  report: {report}"
+    )
+    weights = final_weights(result.run_dir, result.final_model)
+    if weights is not None:
+        hf_dir, gguf = weights
+        console.print(f"model weights: {hf_dir} (HF); serve them: recreate model serve --model {gguf}")
+
+
+def print_grid(console: Console, result: Any) -> None:
+    from recreate.optimizer.report import version_grid
+
+    grid = version_grid(result.history, result.models)
+    names = list(dict.fromkeys(m for _, m in grid))
+    table = Table(title="val mean (runs): scaffold version × model version")
+    table.add_column("scaffold")
+    for name in names:  # folded, not cut: the versions differ only at the end of their names
+        table.add_column(name, overflow="fold")
+    for scaffold in dict.fromkeys(s for s, _ in grid):
+        cells = (_mean_runs(*grid[(scaffold, m)]) if (scaffold, m) in grid else "—" for m in names)
+        table.add_row(scaffold, *cells)
+    console.print(table)
+
+
+def print_finetune_steps(console: Console, models: list[dict[str, Any]]) -> None:
+    table = Table(title="fine-tuning steps")
+    for col in ("after round", "runs", "reward mean", "candidate", "accepted", "gate"):
+        table.add_column(col, overflow="fold")
+    for m in models:
+        reward = m.get("reward_mean")
+        table.add_row(
+            str(m.get("round", "—")),
+            str(m.get("trajectories", 0)),
+            "—" if reward is None else f"{reward:.3f}",
+            m.get("model", "—"),
+            "✔" if m.get("accepted") else "✘",
+            m.get("reason", ""),
+        )
+    console.print(table)
+
+
+def final_weights(run_dir: Path, model: str | None) -> tuple[Path, Path] | None:
+    """(HF folder, GGUF file) of the run's final model when it is one of the run's fine-tuned versions."""
+    index = run_dir / "policy" / "versions.json"
+    if not model or not index.is_file():
+        return None
+    try:
+        rows = json.loads(index.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    for row in rows:
+        if row.get("name") == model and row.get("index", 0) > 0 and row.get("gguf"):
+            return Path(row["hf_dir"]), Path(row["gguf"])
+    return None
+
+
+def _mean_runs(mean: float, runs: int) -> str:
+    return f"{mean:.3f} ({runs})"
