@@ -45,6 +45,15 @@ _ENDPOINT_ERRORS = frozenset(
 )
 
 
+class EndpointDown(RuntimeError):
+    """A meta-agent's model call failed past its client's retries: the run stops, resumably, rather than
+    record the failure as a round with nothing to propose."""
+
+
+# refusals of one request (its content, its size), which the next request may not meet
+_REQUEST_REFUSALS = ("BadRequest", "InvalidRequest", "UnprocessableEntity", "Conflict", "ResponseValidation")
+
+
 def classify_failure(error: str | None) -> FailureKind | None:
     """`"endpoint"` for a failed model call, None for anything else (the run's own failure, a context
     overflow included: scored as usual)."""
@@ -53,6 +62,13 @@ def classify_failure(error: str | None) -> FailureKind | None:
     name = error.split(":", 1)[0].strip().rsplit(".", 1)[-1]
     client = name.startswith(_CLIENT_PREFIXES) and name.endswith("Error")
     return "endpoint" if client or name in _ENDPOINT_ERRORS else None
+
+
+def is_endpoint_down(error: str) -> bool:
+    """An endpoint failure not about the one request: unreachable, a refused key, an unknown model, or
+    429/5xx past the client's retries."""
+    name = error.split(":", 1)[0]
+    return classify_failure(error) == "endpoint" and not any(r in name for r in _REQUEST_REFUSALS)
 
 
 def failure_kind(traj: Trajectory) -> FailureKind | None:

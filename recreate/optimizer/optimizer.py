@@ -25,6 +25,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from recreate.config import load_settings
 from recreate.domains.base import Domain, Task
+from recreate.evaluation.errors import EndpointDown
 from recreate.experience.schema import Trajectory
 from recreate.models import (
     Budget,
@@ -50,7 +51,7 @@ class EvolveResult:
     final: str | None  # "name@vN" of the last accepted version
     history: list[dict[str, Any]] = field(default_factory=list)  # one entry per version (v0, candidates)
     results: list[dict[str, Any]] = field(default_factory=list)  # one per (round, training task)
-    stopped: str | None = None  # why the run stopped early (budget), None when it finished
+    stopped: str | None = None  # why the run stopped early (budget, a failed endpoint), None when finished
     models: list[dict[str, Any]] = field(default_factory=list)  # one per fine-tuning step (--finetune-every)
     final_model: str | None = None  # the accepted policy version, when the loop fine-tunes
     usage: dict[str, Any] = field(default_factory=dict)
@@ -245,7 +246,7 @@ class ReCreateOptimizer:
         try:
             resume = graph.get_state(cfg).next
             graph.invoke(None if resume else {}, cfg)
-        except BudgetExceeded as exc:
+        except (BudgetExceeded, EndpointDown) as exc:  # resumable: --resume goes on from here
             stopped = str(exc)
         finally:
             state = graph.get_state(cfg).values

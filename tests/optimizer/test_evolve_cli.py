@@ -17,7 +17,7 @@ from recreate.domains import get_domain
 from recreate.experience.store import ExperienceStore
 from recreate.optimizer import EvolveConfig
 from recreate.scaffold import ScaffoldStore, read_dir
-from recreate.testing import ScriptedOpenAIServer
+from recreate.testing import Reply, ScriptedOpenAIServer
 from tests.optimizer.script import EVALUATOR, WORDS, responder
 from tests.optimizer.test_evolve import SEED, optimizer
 
@@ -262,3 +262,32 @@ def test_an_interrupted_run_says_so_at_once_and_how_to_resume(recreate_home, sig
         )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming run stopped" in resumed.stdout and "final: minimal@v2" in resumed.stdout
+
+
+def test_a_failing_optimizer_endpoint_stops_the_run_resumably(recreate_home):
+    """A meta-agent call that fails past the client's retries is not a round with nothing to propose."""
+    state = {"down": True}
+
+    def flaky_optimizer(body):
+        if state["down"]:
+            return Reply(status=401, error="the key was revoked")  # not retried by the client
+        return responder(body)
+
+    with ScriptedOpenAIServer(responder) as agent, ScriptedOpenAIServer(flaky_optimizer) as meta:
+        args = evolve_args(recreate_home, agent.url, "--optimizer-model", f"scripted@{meta.url}")
+        args[args.index("--rounds") + 1] = "1"
+        stopped = subprocess.run(
+            [*args, "--run-id", "down"], capture_output=True, text=True, env=clean_env(), timeout=300
+        )
+        assert stopped.returncode == 3, stopped.stderr
+        out = " ".join(stopped.stdout.split())
+        assert (
+            "stopped: the optimizer model's endpoint failed: " in out and "the key was revoked" in out
+        ), out
+        assert "resume with --resume down" in out and "Traceback" not in stopped.stderr
+        state["down"] = False
+        resumed = subprocess.run(
+            [*args, "--resume", "down"], capture_output=True, text=True, env=clean_env(), timeout=300
+        )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "final: minimal@v2" in resumed.stdout  # the round's reflections ran once the endpoint was back
