@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from recreate.console import make_console
 from recreate.scaffold.errors import ScaffoldValidationError
 from recreate.scaffold.load import load_scaffold
 from recreate.scaffold.model import Scaffold
@@ -22,7 +23,7 @@ StoreOption = typer.Option(None, "--store", help="Store root (default: <RECREATE
 
 
 def _console() -> Console:
-    return Console()  # created per call so that it sees the terminal width of this invocation
+    return make_console()  # created per call so that it sees the terminal width of this invocation
 
 
 def _store(root: Path | None) -> ScaffoldStore:
