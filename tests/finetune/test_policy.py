@@ -4,6 +4,7 @@ and the served log-probs are the new weights' (not the base's)."""
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import httpx
@@ -106,3 +107,19 @@ def test_a_candidate_left_by_a_kill_mid_gate_is_never_served_again(hf_model: Pat
     assert [v.name for v in ServedPolicy(home, root).versions] == [hf_model.name, accepted.name]
     assert reopened.publish(_adapter(hf_model, tmp_path / "a3")).index == 2  # what other loops publish stays
     assert ServedPolicy(home, root).current.index == 2
+
+
+def test_runs_on_one_base_share_its_f32_export(hf_model: Path, tmp_path: Path) -> None:
+    """The base as f32 GGUF is ~0.5 GB for the 135M model: written once per home, not once per run."""
+    home = tmp_path / "home"
+    first = ServedPolicy(home, tmp_path / "run-1" / "policy", base=hf_model).versions[0].gguf
+    written = first.stat().st_mtime_ns
+    second = ServedPolicy(home, tmp_path / "run-2" / "policy", base=hf_model).versions[0].gguf
+    assert first == second and second.stat().st_mtime_ns == written
+    assert not list((tmp_path / "run-2" / "policy").glob("*.gguf"))
+    base = tmp_path / "base"
+    shutil.copytree(hf_model, base)
+    before = ServedPolicy(home, tmp_path / "run-3" / "policy", base=base).versions[0].gguf
+    (base / "model.safetensors").touch()  # the base's weights changed: another export, not the old one
+    after = ServedPolicy(home, tmp_path / "run-4" / "policy", base=base).versions[0].gguf
+    assert len({first, before, after}) == 3 and after.is_file()
