@@ -67,7 +67,9 @@ def jsonl_files(data: str | Path) -> list[Path]:
             raise DomainDataError(f"{path}: folder has no .jsonl files")
         return files
     if not path.exists():
-        raise DomainDataError(f"{path}: no such file or folder")
+        raise DomainDataError(
+            f"--data {path}: no such file or folder; give a .jsonl file or a folder of them"
+        )
     return [path]
 
 

@@ -217,3 +217,10 @@ def test_a_refused_key_is_one_line_before_any_call(monkeypatch, capsys, recreate
 def test_fine_tuning_options_are_checked_also_by_a_dry_run(monkeypatch, capsys, recreate_home, extra, said):
     code, err = evolve(monkeypatch, capsys, recreate_home, *extra, "--dry-run")
     assert code == 2 and said in one_line(err)
+
+
+def test_a_missing_tasks_file_names_data(monkeypatch, capsys, recreate_home, openai_server, tmp_path):
+    missing = tmp_path / "nowhere.jsonl"
+    model = f"m@{openai_server.url}"
+    code, err = evolve(monkeypatch, capsys, recreate_home, "--model", model, "--data", str(missing))
+    assert code == 2 and f"--data {missing}: no such file or folder" in one_line(err)
