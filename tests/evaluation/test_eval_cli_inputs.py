@@ -30,5 +30,6 @@ def test_unreachable_endpoint_is_one_line_with_the_url(monkeypatch, capsys, recr
     with pytest.raises(SystemExit) as done:
         main()
     err = capsys.readouterr().err
-    assert done.value.code == 2 and err.startswith(f"error: cannot reach the model endpoint {url}")
+    said = f"error: --model m@{url}: cannot reach the model endpoint {url}"
+    assert done.value.code == 2 and err.startswith(said)
     assert err.count("\n") == 1 and time.monotonic() - started < 20
