@@ -273,18 +273,24 @@ class EvolveLoop:
             patch = apply_directly(proposals, scaffold=scaffold, sandbox=self.sandbox)
         else:
             outcomes = {r["task_id"]: {"score": r["score"], "error": r.get("error")} for r in results}
-            patch = self._cached(
-                f"synth-{rnd}-{scaffold.content_hash()[:16]}",
-                lambda: synthesize(
-                    proposals,
-                    scaffold=scaffold,
-                    domain_text=self.domain.describe(),
-                    model=self.synthesis_model,
-                    sandbox=self.sandbox,
-                    size_budget=self.config.size_budget,
-                    outcomes=outcomes,
-                ),
-            )
+            try:
+                patch = self._cached(
+                    f"synth-{rnd}-{scaffold.content_hash()[:16]}",
+                    lambda: synthesize(
+                        proposals,
+                        scaffold=scaffold,
+                        domain_text=self.domain.describe(),
+                        model=self.synthesis_model,
+                        sandbox=self.sandbox,
+                        size_budget=self.config.size_budget,
+                        outcomes=outcomes,
+                    ),
+                )
+            except Exception as exc:
+                error = redact(f"{type(exc).__name__}: {exc}")
+                if is_endpoint_down(error):  # as in `work`: stop, resumably, at this round's synthesis
+                    raise EndpointDown(f"the synthesis model's endpoint failed: {error}") from exc
+                raise
         scored = [self.experience.get(r["trajectory_id"]) for r in results if r["score"] is not None]
         votes = memory_votes(scaffold, scored)
         if votes and patch.status in ("ok", "empty"):  # the counters move even when nothing else does

@@ -264,12 +264,14 @@ def test_an_interrupted_run_says_so_at_once_and_how_to_resume(recreate_home, sig
     assert "resuming run stopped" in resumed.stdout and "final: minimal@v2" in resumed.stdout
 
 
-def test_a_failing_optimizer_endpoint_stops_the_run_resumably(recreate_home):
+@pytest.mark.parametrize("who", ["optimizer", "synthesis"])
+def test_a_failing_optimizer_endpoint_stops_the_run_resumably(recreate_home, who):
     """A meta-agent call that fails past the client's retries is not a round with nothing to propose."""
     state = {"down": True}
 
     def flaky_optimizer(body):
-        if state["down"]:
+        synthesis = "synthesis agent" in str(body["messages"][0].get("content", ""))
+        if state["down"] and (who == "optimizer" or synthesis):
             return Reply(status=401, error="the key was revoked")  # not retried by the client
         return responder(body)
 
@@ -281,9 +283,7 @@ def test_a_failing_optimizer_endpoint_stops_the_run_resumably(recreate_home):
         )
         assert stopped.returncode == 3, stopped.stderr
         out = " ".join(stopped.stdout.split())
-        assert (
-            "stopped: the optimizer model's endpoint failed: " in out and "the key was revoked" in out
-        ), out
+        assert f"stopped: the {who} model's endpoint failed: " in out and "the key was revoked" in out, out
         assert "resume with --resume down" in out and "Traceback" not in stopped.stderr
         state["down"] = False
         resumed = subprocess.run(
