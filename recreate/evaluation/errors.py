@@ -13,6 +13,7 @@ from typing import Literal
 
 from recreate.experience.schema import Trajectory
 from recreate.models import is_context_overflow
+from recreate.redact import redact
 
 FailureKind = Literal["endpoint"]
 ERROR_KEY = "rollout_error"  # trajectory metadata: the FailureKind of a run that ended in an error
@@ -69,6 +70,13 @@ def is_endpoint_down(error: str) -> bool:
     429/5xx past the client's retries."""
     name = error.split(":", 1)[0]
     return classify_failure(error) == "endpoint" and not any(r in name for r in _REQUEST_REFUSALS)
+
+
+def endpoint_down(exc: BaseException, role: str) -> EndpointDown | None:
+    """The stop to raise for a meta-agent's failed call (`role`: optimizer, synthesis), or None when the
+    failure is not its endpoint's."""
+    error = redact(f"{type(exc).__name__}: {exc}")
+    return EndpointDown(f"the {role} model's endpoint failed: {error}") if is_endpoint_down(error) else None
 
 
 def failure_kind(traj: Trajectory) -> FailureKind | None:

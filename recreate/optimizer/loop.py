@@ -35,7 +35,7 @@ from langgraph.types import Send
 from typing_extensions import TypedDict  # pydantic (LangGraph server schemas) needs it on 3.11
 
 from recreate.domains.base import Domain, Task
-from recreate.evaluation.errors import EndpointDown, is_endpoint_down, is_endpoint_error
+from recreate.evaluation.errors import endpoint_down, is_endpoint_error
 from recreate.experience.schema import Trajectory
 from recreate.models import BudgetExceeded
 from recreate.optimizer import progress
@@ -244,11 +244,11 @@ class EvolveLoop:
             except BudgetExceeded:
                 raise
             except Exception as exc:  # one failing reflection is recorded; the batch goes on
-                error = redact(f"{type(exc).__name__}: {exc}")
-                if is_endpoint_down(error):  # the optimizer's endpoint, not the scaffold: stop, resumably
-                    raise EndpointDown(f"the optimizer model's endpoint failed: {error}") from exc
+                down = endpoint_down(exc, "optimizer")
+                if down is not None:  # the optimizer's endpoint, not the scaffold: stop, resumably
+                    raise down from exc
                 proposal = failed
-                proposal.errors.append(f"the reflection failed: {error}")
+                proposal.errors.append(f"the reflection failed: {redact(f'{type(exc).__name__}: {exc}')}")
         score = traj.evaluation.score if traj.evaluation and not is_endpoint_error(traj) else None
         result = {
             "round": item["round"],
@@ -287,9 +287,9 @@ class EvolveLoop:
                     ),
                 )
             except Exception as exc:
-                error = redact(f"{type(exc).__name__}: {exc}")
-                if is_endpoint_down(error):  # as in `work`: stop, resumably, at this round's synthesis
-                    raise EndpointDown(f"the synthesis model's endpoint failed: {error}") from exc
+                down = endpoint_down(exc, "synthesis")
+                if down is not None:  # as in `work`: stop, resumably, at this round's synthesis
+                    raise down from exc
                 raise
         scored = [self.experience.get(r["trajectory_id"]) for r in results if r["score"] is not None]
         votes = memory_votes(scaffold, scored)
