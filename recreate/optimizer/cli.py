@@ -244,7 +244,10 @@ def evolve_command(
     report = write_report(result, result.run_dir / "report")
     if result.final:
         _export_final(opt.scaffolds, result.final, result.run_dir / "scaffold")
-    print_summary(console, result, report)
+    tuned = models.get("finetune")
+    final = tuned.policy.current if tuned is not None else None
+    weights = (final.hf_dir, final.gguf) if final is not None and final.index > 0 and final.gguf else None
+    print_summary(console, result, report, weights)
     if result.stopped:
         console.print(f"[yellow]stopped: {result.stopped}[/]; resume with --resume {result.run_id}")
         raise typer.Exit(3)

@@ -3,7 +3,6 @@ the fine-tuning steps (runs that fine-tune), and where the results are."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,10 @@ from rich.console import Console
 from rich.table import Table
 
 
-def print_summary(console: Console, result: Any, report: Path) -> None:
+def print_summary(
+    console: Console, result: Any, report: Path, weights: tuple[Path, Path] | None = None
+) -> None:
+    """`weights`: (HF folder, GGUF file) of the final model, when it is one the run fine-tuned."""
     table = Table(title=f"run {result.run_id}")
     for col in ("version", "accepted", "val mean", "gate"):
         table.add_column(col)
@@ -31,7 +33,6 @@ def print_summary(console: Console, result: Any, report: Path) -> None:
     console.print(
         f"final: [bold]{result.final}[/]{model}  scaffold: {result.run_dir / 'scaffold'}  report: {report}"
     )
-    weights = final_weights(result.run_dir, result.final_model)
     if weights is not None:
         hf_dir, gguf = weights
         console.print(f"model weights: {hf_dir} (HF); serve them: recreate model serve --model {gguf}")
@@ -67,21 +68,6 @@ def print_finetune_steps(console: Console, models: list[dict[str, Any]]) -> None
             m.get("reason", ""),
         )
     console.print(table)
-
-
-def final_weights(run_dir: Path, model: str | None) -> tuple[Path, Path] | None:
-    """(HF folder, GGUF file) of the run's final model when it is one of the run's fine-tuned versions."""
-    index = run_dir / "policy" / "versions.json"
-    if not model or not index.is_file():
-        return None
-    try:
-        rows = json.loads(index.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    for row in rows:
-        if row.get("name") == model and row.get("index", 0) > 0 and row.get("gguf"):
-            return Path(row["hf_dir"]), Path(row["gguf"])
-    return None
 
 
 def _mean_runs(mean: float, runs: int) -> str:

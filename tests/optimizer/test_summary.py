@@ -3,24 +3,16 @@ the final model's weights are."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from recreate.console import make_console
 from recreate.optimizer.optimizer import EvolveResult
-from recreate.optimizer.summary import final_weights, print_summary
+from recreate.optimizer.summary import print_summary
 
 BASE, TUNED = "smollm2-135m-instruct", "smollm2-135m-instruct+ft1-5b4a9963"
 
 
-def _run(tmp_path: Path) -> EvolveResult:
-    policy = tmp_path / "policy"
-    policy.mkdir()
-    rows = [
-        {"index": 0, "name": BASE, "hf_dir": "/models/base", "gguf": str(policy / "v0.gguf")},
-        {"index": 1, "name": TUNED, "hf_dir": str(policy / "v1"), "gguf": str(policy / "v1.gguf")},
-    ]
-    (policy / "versions.json").write_text(json.dumps(rows))
+def _run(tmp_path: Path, final_model: str) -> EvolveResult:
     history = [{"ref": "arithmetic@v1", "model": BASE, "val": {"a": 1.0, "b": 0.0}, "accepted": True}]
     step = {
         "round": 2, "scaffold": "arithmetic@v1", "parent": BASE, "model": TUNED, "trajectories": 32,
@@ -28,23 +20,27 @@ def _run(tmp_path: Path) -> EvolveResult:
         "accepted": True, "reason": "accepted: improvement +1.000",
     }  # fmt: skip
     return EvolveResult(
-        run_id="r", run_dir=tmp_path, final="arithmetic@v1", history=history, models=[step], final_model=TUNED
-    )
+        run_id="r", run_dir=tmp_path, final="arithmetic@v1", history=history, models=[step],
+        final_model=final_model,
+    )  # fmt: skip
 
 
-def test_the_summary_shows_the_steps_and_where_the_final_model_is(tmp_path: Path) -> None:
+def _printed(result: EvolveResult, weights: tuple[Path, Path] | None) -> str:
     console = make_console()
     console.width = 240
     with console.capture() as captured:
-        print_summary(console, _run(tmp_path), tmp_path / "report" / "report.html")
-    text = captured.get()
+        print_summary(console, result, result.run_dir / "report" / "report.html", weights)
+    return captured.get()
+
+
+def test_the_summary_shows_the_steps_and_where_the_final_model_is(tmp_path: Path) -> None:
+    weights = (tmp_path / "policy" / "v1", tmp_path / "policy" / "v1.gguf")
+    text = _printed(_run(tmp_path, TUNED), weights)
     assert "fine-tuning steps" in text and "0.656" in text and "accepted: improvement +1.000" in text
     assert f"model weights: {tmp_path / 'policy' / 'v1'} (HF)" in text
     assert f"recreate model serve --model {tmp_path / 'policy' / 'v1.gguf'}" in text
 
 
 def test_the_base_model_has_no_weights_line(tmp_path: Path) -> None:
-    _run(tmp_path)
-    assert final_weights(tmp_path, BASE) is None  # the embedded model: nothing of the run's to serve
-    assert final_weights(tmp_path, TUNED) == (tmp_path / "policy" / "v1", tmp_path / "policy" / "v1.gguf")
-    assert final_weights(tmp_path / "elsewhere", TUNED) is None
+    text = _printed(_run(tmp_path, BASE), None)  # the embedded model: nothing of the run's to serve
+    assert f"model: {BASE}" in text and "model weights" not in text
