@@ -271,9 +271,8 @@ def _finetune_settings(
     from tapo_backend.config import ConfigError
 
     settings = FinetuneSettings(every=every, **options)
-    try:
-        with tempfile.TemporaryDirectory() as scratch:
-            train_config(settings, Path(scratch), "check")
+    try:  # the trainer's own checks of the algorithm and settings (a config only: nothing is written)
+        train_config(settings, Path("check"), "check")
     except ConfigError as exc:
         raise typer.BadParameter(str(exc), param_hint=["--finetune-algo"]) from exc
     return settings
