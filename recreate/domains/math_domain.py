@@ -1,8 +1,12 @@
 """`math`: competition problems (AIME/AMC-style JSONL) judged by their final answer.
 
-Integer answers (all of AIME and AMC) are compared exactly on the host: pure text, nothing evaluated.
-Anything else goes to math-verify inside a fresh sandbox, because its parser can evaluate expression
-text written by the model.
+Each task's answer format (`answer_format` on the task's row, else the domain's `answer_format` option,
+else `integer` when the reference answer is an integer literal and `expression` otherwise) decides how:
+- `integer` (AIME, AMC, the arithmetic example): the answer must be an integer literal, compared
+  exactly on the host as text; an expression equal to it (`88 + 94`, `\\frac{364}{2}`) is not an answer;
+- `number`: a decimal literal, compared exactly as a rational number on the host;
+- `expression`: free-form math, compared for equivalence by math-verify inside a fresh sandbox (its
+  parser can evaluate expression text written by the model).
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import re
+from fractions import Fraction
+from functools import partial
 from pathlib import Path
 
 from recreate.domains.base import Evaluation, Task
@@ -28,7 +34,9 @@ from recreate.sandbox.base import Sandbox, SandboxSpec
 
 PROBLEM_FIELDS = ("problem", "question", "prompt", "task")
 ANSWER_FIELDS = ("answer", "expected_answer", "final_answer")
-_INTEGER = re.compile(r"[+-]?(\d+(\.0+)?|\d{1,3}(,\d{3})+)")
+ANSWER_FORMATS = ("integer", "number", "expression")
+# a decimal literal: sign, digits (thousands grouped by commas, or not), optional fraction; ASCII only
+_NUMBER = re.compile(r"[+-]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)", re.ASCII)
 _FORMATTING = re.compile(r"\\(?:text|textbf|mathbf|mathrm|bf|boldsymbol)\s*\{([^{}]*)\}")
 # math-verify and its pure-Python dependencies, bound read-only into the sandbox from this environment
 CHECKER_DISTRIBUTIONS = ("math-verify", "latex2sympy2_extended", "sympy", "mpmath", "antlr4-python3-runtime")
@@ -88,12 +96,31 @@ def last_boxed(text: str) -> str | None:
     return None  # unbalanced braces: no usable box
 
 
-def as_integer(text: str) -> int | None:
-    """The integer a plain integer literal means ("073", "3,159" and "27.0" included), else None."""
-    text = text.strip()
-    if not _INTEGER.fullmatch(text):
+def as_number(text: str) -> Fraction | None:
+    """The value of a decimal literal ("073", "-3,159", "3{,}159", "0.50", "+.5"), else None: an
+    expression, however simple (`88 + 94`, `1e3`, `\\frac{1}{2}`), is not a literal."""
+    text = text.strip().replace("{,}", ",")
+    if not _NUMBER.fullmatch(text):
         return None
-    return int(text.replace(",", "").split(".")[0])
+    return Fraction(text.replace(",", ""))
+
+
+def as_integer(text: str) -> int | None:
+    """The integer an integer-valued decimal literal means ("073", "3,159", "27.0"), else None."""
+    value = as_number(text)
+    return int(value) if value is not None and value.denominator == 1 else None
+
+
+def resolve_format(declared: object, reference: str | None) -> str:
+    """The declared format, else `integer` for an integer reference and `expression` for any other."""
+    if declared is not None:
+        return str(declared)
+    return "integer" if reference is not None and as_integer(reference) is not None else "expression"
+
+
+def task_format(task: Task) -> str:
+    """The answer format the task was loaded with (inferred for a task built by hand)."""
+    return task.metadata.get("answer_format") or resolve_format(None, task.reference)
 
 
 class MathDomain(TaskFileDomain):
@@ -109,8 +136,14 @@ class MathDomain(TaskFileDomain):
         python: str | None = None,
         image: str | None = None,
         timeout: float = 60.0,
+        answer_format: str | None = None,
     ) -> None:
-        super().__init__(data, _load_file, SplitPlan(seed=seed, train=train, val=val))
+        if answer_format is not None and answer_format not in ANSWER_FORMATS:
+            raise DomainDataError(
+                f"answer_format must be one of {', '.join(ANSWER_FORMATS)}; got {answer_format!r}"
+            )
+        load = partial(_load_file, answer_format=answer_format)
+        super().__init__(data, load, SplitPlan(seed=seed, train=train, val=val))
         # the sandbox's own Python; without an image, math-verify comes from this environment (binds)
         self.python = python or "python3"
         self.image = image
@@ -127,12 +160,18 @@ class MathDomain(TaskFileDomain):
                 f"the submission has no answer (expected {task.reference}); submit the final answer only"
             )
         gold = str(task.reference)
-        gold_int = as_integer(gold)
-        got_int = as_integer(answer)
-        details = {"expected": gold, "extracted": answer}
-        if gold_int is not None and got_int is not None:
-            return _verdict(gold_int == got_int, gold, answer, details | {"method": "exact integer"})
-        return self._verify_in_sandbox(gold, gold_int, answer, sandbox, details)
+        kind = task_format(task)
+        details = {"expected": gold, "extracted": answer, "answer_format": kind}
+        if kind == "expression":
+            return self._verify_in_sandbox(gold, as_integer(gold), answer, sandbox, details)
+        got = as_number(answer)  # an integer answer's literal may be written `182.0`, never `91 * 2`
+        if got is None:
+            return zero(
+                f"not an answer: {answer!r} is not a number literal; this task's answer is {kind}, so "
+                "submit the final value itself (e.g. `42`), not an expression or text",
+                **details,
+            )
+        return _verdict(as_number(gold) == got, gold, answer, details | {"method": f"exact {kind}"})
 
     def _verify_in_sandbox(
         self, gold: str, gold_int: int | None, answer: str, sandbox: Sandbox, details: dict
@@ -164,22 +203,39 @@ class MathDomain(TaskFileDomain):
         return _verdict(bool(run.report.get("equivalent")), gold, answer, details)
 
     def wrong_submissions(self, task: Task) -> list[str]:
-        """Answers that must never pass: off-by-one integers, a non-integer near the answer, nothing."""
+        """Answers that must never pass: off-by-one values, a non-integer near the answer, nothing, and
+        for literal formats expressions that equal the answer (an expression is not an answer)."""
+        kind = task_format(task)
         gold = as_integer(str(task.reference))
         if gold is None:
             return ["", "\\boxed{0.123456789}"]
-        return [str(gold + 1), f"\\boxed{{{gold - 1}}}", f"\\frac{{{2 * gold + 1}}}{{2}}", ""]
+        wrong = [str(gold + 1), f"\\boxed{{{gold - 1}}}", f"\\frac{{{2 * gold + 1}}}{{2}}", ""]
+        if kind in ("integer", "number"):
+            wrong += [f"{gold - 7} + 7", f"\\boxed{{\\frac{{{2 * gold}}}{{2}}}}", f"{gold}*1"]
+        return wrong
 
     def describe(self) -> str:
         return (
             "Math competition problems (AIME/AMC style). Each task is one problem with a single final "
             "answer (AIME: an integer 0-999). A submission is the final answer: either the bare answer "
-            "(e.g. `73`) or text whose last \\boxed{...} holds it. Judging: integer answers must match "
-            "exactly (leading zeros, thousands commas and `.0` are fine, other decimals are not); other "
-            "answers are compared for mathematical equivalence with math-verify (fractions, radicals, "
-            "LaTeX). Score 1 if equivalent, else 0. The feedback says which answer was extracted and "
-            "what was expected."
+            "(e.g. `73`) or text whose last \\boxed{...} holds it. Judging: an integer answer must be "
+            "the integer itself, written as a number (leading zeros, a sign, thousands commas and `.0` "
+            "are fine; an expression such as `88 + 94` or `\\frac{364}{2}` scores 0 even when it equals "
+            "the answer); other answers are compared for mathematical equivalence with math-verify "
+            "(fractions, radicals, LaTeX). Score 1 if correct, else 0. The feedback says which answer "
+            "was extracted and what was expected."
         )
+
+
+def _format_problem(kind: str, answer: str) -> str | None:
+    """Why a reference answer does not fit its declared format, else None."""
+    if kind not in ANSWER_FORMATS:
+        return f"answer_format must be one of {', '.join(ANSWER_FORMATS)}; got {kind!r}"
+    if kind == "integer" and as_integer(answer) is None:
+        return f"answer {answer!r} is not an integer literal (answer_format integer)"
+    if kind == "number" and as_number(answer) is None:
+        return f"answer {answer!r} is not a number literal (answer_format number)"
+    return None
 
 
 def _verdict(equivalent: bool, gold: str, answer: str, details: dict) -> Evaluation:
@@ -193,7 +249,8 @@ def _verdict(equivalent: bool, gold: str, answer: str, details: dict) -> Evaluat
     )
 
 
-def _load_file(path: Path) -> list[Task]:
+def _load_file(path: Path, answer_format: str | None = None) -> list[Task]:
+    """Tasks of one JSONL file; a row's own `answer_format` wins over the domain's option."""
     tasks = []
     for number, row in read_jsonl(path):
         raw_id = first_field(row, ("id", "problem_id", "unique_id"))
@@ -203,22 +260,27 @@ def _load_file(path: Path) -> list[Task]:
         problem = first_field(row, PROBLEM_FIELDS)
         answer = first_field(row, ANSWER_FIELDS)
         missing = [what for what, value in (("problem", problem), ("answer", answer)) if value in (None, "")]
+        reference = None if answer is None else str(answer)
+        kind = resolve_format(row.get("answer_format", answer_format), reference)
         metadata = {
             "source": str(row.get("source") or path.stem),
             "category": str(row.get("source") or path.stem),
             "file": str(path),
             "line": number,
+            "answer_format": kind,
         }
         if missing:
             metadata["invalid"] = (
                 f"{path}:{number} has no {' or '.join(missing)} field "
                 f"(looked for {PROBLEM_FIELDS if 'problem' in missing else ANSWER_FIELDS})"
             )
+        elif misfit := _format_problem(kind, str(answer)):
+            metadata["invalid"] = f"{path}:{number}: {misfit}"
         tasks.append(
             Task(
                 id=task_id,
                 prompt=str(problem or ""),
-                reference=None if answer is None else str(answer),
+                reference=reference,
                 metadata=metadata,
             )
         )
