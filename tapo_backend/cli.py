@@ -40,7 +40,10 @@ def _print_dataset(dataset, source: Path) -> None:
     table.add_row("raw logprobs under sampling", str(summary["raw_logprobs_under_sampling"]))
     for reason, count in summary["dropped_groups"].items():
         table.add_row("groups dropped", f"{count} ({reason})")
+    table.add_row("cut at max_length", str(summary["cut_at_max_length"]))
     table.add_row("skipped", str(summary["skipped"]))
+    for kind, count in summary["skipped_by_kind"].items():
+        table.add_row(f"  {kind}", str(count))
     console.print(table)
     for skip in dataset.skipped[:SHOWN_SKIPS]:
         typer.echo(f"  skipped {skip.source}: {skip.reason}")
@@ -66,6 +69,12 @@ def train(
         None,
         "--on-mismatch",
         help="Logged ids that do not decode to their text: trust (default), drop, retokenize.",
+    ),
+    strict: bool = typer.Option(
+        False, "--strict", help="Refuse bad log files (non-finite values, bad ids, ...) instead of skipping."
+    ),
+    max_length: int = typer.Option(
+        None, "--max-length", help="Tokens per trajectory; longer ones are cut (default 8192)."
     ),
     online: bool = typer.Option(False, "--online", help="Sample with the agent as it trains (see below)."),
     domain: str = typer.Option(None, "--domain", help="--online: the domain (math, jsonl, ...)."),
@@ -97,7 +106,7 @@ def train(
 
     check_model_available(model)  # before the training stack loads: offline, say so at once
     from tapo_backend.config import load_config
-    from tapo_backend.data import DataError, build_dataset
+    from tapo_backend.data import DataError, dataset_for
 
     config = load_config(
         config_file,
@@ -109,6 +118,8 @@ def train(
         lr=lr,
         dtype=dtype,
         on_mismatch=on_mismatch,
+        strict=strict or None,
+        max_length=max_length,
     )
     from tapo_backend.trainer import load_tokenizer
     from tapo_backend.trainer import train as run_training
@@ -116,15 +127,7 @@ def train(
     if not logs.exists():  # before the model is looked up, which may mean a slow hub request
         raise DataError(f"no such file or directory: {logs}")
     tokenizer = load_tokenizer(model)
-    dataset = build_dataset(
-        logs,
-        tokenizer,
-        advantage=config.advantage,
-        min_group_size=config.min_group_size,
-        drop_zero_variance=config.drop_zero_variance,
-        max_length=config.max_length,
-        on_mismatch=config.on_mismatch,
-    )
+    dataset = dataset_for(config, logs, tokenizer)
     _print_dataset(dataset, logs)
     if not dataset.examples:
         raise ValueError(f"no trainable trajectories under {logs} (see the summary above)")

@@ -53,7 +53,8 @@ class TrainConfig:
     min_group_size: int = 2
     drop_zero_variance: bool | None = None  # None = the algo's own: dr_grpo keeps them in B, as TRL does
     recompute_old_logprobs: bool = False  # True: old = the model's at each iteration, logged ones feed TIS
-    max_length: int | None = None  # tokens per trajectory; longer ones are cut (their tail is not trained)
+    # tokens per trajectory; longer ones are cut (their tail is not trained); None = 8192 (DEFAULT_MAX_LENGTH)
+    max_length: int | None = None
     temperature: float = 1.0  # the logs' sampling temperature: the policy trained is softmax(logits / T)
     lr: float = 1e-6
     weight_decay: float = 0.0
@@ -66,6 +67,7 @@ class TrainConfig:
     precision: str = "fp32"  # autocast: fp32 (none) or bf16 mixed precision
     dtype: str = "fp32"  # weights as loaded: fp32, bf16, fp16, or auto (the checkpoint's own dtype)
     on_mismatch: str = "trust"  # logged ids that do not decode to their text: trust, drop, retokenize
+    strict: bool = False  # a bad log file is an error instead of being skipped (see tapo_backend.load)
     gradient_checkpointing: bool = False
     lora: LoraSettings | None = None
     seed: int = 0
@@ -104,6 +106,8 @@ class TrainConfig:
             raise ConfigError(f"temperature must be > 0, got {self.temperature}")
         if self.lr <= 0:
             raise ConfigError(f"lr must be > 0, got {self.lr}")
+        if self.max_length is not None and self.max_length < 2:
+            raise ConfigError(f"max_length must be >= 2 tokens or unset, got {self.max_length}")
         if self.max_steps is not None and self.max_steps < 1:
             raise ConfigError(f"max_steps must be >= 1 or unset, got {self.max_steps}")
         if not isinstance(self.loss, dict):

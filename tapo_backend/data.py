@@ -20,18 +20,19 @@ import hashlib
 import json
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from recreate.experience.schema import SchemaError, Trajectory, load_trajectory
+from recreate.experience.schema import Trajectory
 
 if TYPE_CHECKING:
     from tapo_backend.config import TrainConfig
 from tapo_backend.advantages import group_advantages
+from tapo_backend.load import UNTOKENIZABLE, Skipped, read_logs, refuse
+from tapo_backend.load import load_trajectories as load_trajectories
 from tapo_backend.logged import (
     ON_MISMATCH,
     UNLOGGED,
@@ -44,15 +45,11 @@ from tapo_backend.logged import (
     warn_about_logs,
 )
 
+DEFAULT_MAX_LENGTH = 8192  # tokens per trajectory when the config sets none; longer ones are cut
+
 
 class TemplateError(DataError):
     """The chat template rewrites earlier turns: no trajectory can be tokenised faithfully with it."""
-
-
-@dataclass
-class Skipped:
-    source: str  # file path, or "path:line" for JSONL
-    reason: str
 
 
 @dataclass
@@ -67,6 +64,7 @@ class Example:
     advantage: float = 0.0
     temperature: float | None = None  # the recorded sampling temperature (None: the config's)
     mismatched_turns: int = 0  # logged turns whose ids do not decode to the stored text (trusted)
+    cut: bool = False  # longer than max_length: the tail was not kept
     raw_logprobs_under_sampling: bool = False  # logged log-probs are raw logits' under T/top-p/bias
     iteration_logprobs: list[float] | None = None  # the model's, taken by the trainer at each iteration start
     ref_logprobs: list[float] | None = None  # the initial model's, taken by the trainer when a KL term is set
@@ -111,77 +109,11 @@ class Dataset:
             ),
             "token_text_mismatches": sum(e.mismatched_turns for e in self.examples),
             "raw_logprobs_under_sampling": sum(e.raw_logprobs_under_sampling for e in self.examples),
+            "cut_at_max_length": sum(e.cut for e in self.examples),
             "dropped_groups": dict(Counter(self.dropped_groups.values())),
             "skipped": len(self.skipped),
+            "skipped_by_kind": dict(Counter(s.kind for s in self.skipped)),
         }
-
-
-# -- loading -----------------------------------------------------------------------------------------
-
-
-def _files(path: Path) -> list[Path]:
-    if path.is_file():
-        return [path]
-    return sorted([*path.rglob("*.json"), *path.rglob("*.jsonl")])
-
-
-def _documents(file: Path) -> Iterator[tuple[str, Any]]:
-    """(source, parsed JSON or an exception) for each document in a file; never raises."""
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        yield str(file), exc
-        return
-    if file.suffix == ".jsonl":
-        for number, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                yield from _parse(f"{file}:{number}", line)
-    else:
-        yield from _parse(str(file), text)
-
-
-def _parse(source: str, text: str) -> Iterator[tuple[str, Any]]:
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        yield source, exc
-        return
-    if isinstance(doc, list):
-        for i, item in enumerate(doc):
-            yield f"{source}[{i}]", item
-    else:
-        yield source, doc
-
-
-def load_trajectories(path: str | Path) -> tuple[list[Trajectory], list[Skipped]]:
-    """Every trajectory under `path` (a file, a directory tree, an experience store), and what was skipped."""
-    path = Path(path)
-    if not path.exists():
-        raise DataError(f"no such file or directory: {path}")
-    trajectories: list[Trajectory] = []
-    skipped: list[Skipped] = []
-    seen: set[str] = set()
-    for file in _files(path):
-        for source, doc in _documents(file):
-            if isinstance(doc, Exception):
-                skipped.append(Skipped(source, f"unreadable: {type(doc).__name__}: {doc}"))
-                continue
-            if not isinstance(doc, dict) or "task_id" not in doc or "messages" not in doc:
-                skipped.append(Skipped(source, "not a trajectory"))
-                continue
-            try:
-                traj = load_trajectory(doc)
-            except SchemaError as exc:
-                skipped.append(Skipped(source, f"invalid trajectory: {' '.join(str(exc).split())[:300]}"))
-                continue
-            if traj.evaluation is None:
-                skipped.append(Skipped(source, "no evaluation (reward unknown)"))
-            elif traj.trajectory_id in seen:
-                skipped.append(Skipped(source, f"duplicate trajectory id {traj.trajectory_id}"))
-            else:
-                seen.add(traj.trajectory_id)
-                trajectories.append(traj)
-    return trajectories, skipped
 
 
 # -- tokenisation ------------------------------------------------------------------------------------
@@ -255,7 +187,8 @@ def tokenize_trajectory(
             logprobs[ids_before:] = [UNLOGGED] * (len(ids) - ids_before)
         append(_encode(tokenizer, tail), False)
         rendered = full
-    if max_length is not None and len(ids) > max_length:
+    cut = max_length is not None and len(ids) > max_length
+    if cut:
         ids, mask, logprobs = ids[:max_length], mask[:max_length], logprobs[:max_length]
     if mask[0] == 1:
         mask[0] = 0  # the first token has no context to be scored under
@@ -273,6 +206,7 @@ def tokenize_trajectory(
         token_in_token_out=bool(logged),
         temperature=sampling.temperature,
         mismatched_turns=mismatched if on_mismatch == "trust" else 0,
+        cut=cut,
         raw_logprobs_under_sampling=any_logged and sampling.non_trivial and not sampling.processed_logprobs,
     )
 
@@ -293,25 +227,31 @@ def build_dataset(
     drop_zero_variance: bool = True,
     max_length: int | None = None,
     on_mismatch: str = "trust",
+    strict: bool = False,
 ) -> Dataset:
-    """Load, tokenise, group by task, filter groups, attach advantages. Bad files are skipped, not fatal.
+    """Load, check, tokenise, group by task, filter groups, attach advantages. Bad files are skipped and
+    named with their reason (`tapo_backend.load`), or with `strict` refused (DataError). Trajectories
+    longer than `max_length` tokens (None: DEFAULT_MAX_LENGTH) are cut.
 
     Warns (UserWarning) when logged ids do not decode to their text, and when logged log-probs are raw
     ones under non-trivial sampling (they are then not the sampling distribution's).
     """
     if on_mismatch not in ON_MISMATCH:
         raise DataError(f"--on-mismatch must be one of {', '.join(ON_MISMATCH)}; got {on_mismatch!r}")
-    trajectories, skipped = load_trajectories(source)
+    logs, skipped = read_logs(source, vocab_size=len(tokenizer))
+    limit = max_length or DEFAULT_MAX_LENGTH
     examples: list[Example] = []
-    for traj in sorted(trajectories, key=_content_order):
+    for logged in sorted(logs, key=lambda log: _content_order(log.trajectory)):
         try:
             examples.append(
-                tokenize_trajectory(traj, tokenizer, max_length=max_length, on_mismatch=on_mismatch)
+                tokenize_trajectory(logged.trajectory, tokenizer, max_length=limit, on_mismatch=on_mismatch)
             )
         except TemplateError:
             raise
         except DataError as exc:
-            skipped.append(Skipped(traj.trajectory_id, str(exc)))
+            skipped.append(Skipped(logged.source, str(exc), UNTOKENIZABLE))
+    if strict:
+        refuse(skipped)
     warn_about_logs(examples, skipped, on_mismatch)
     groups: dict[str, list[Example]] = defaultdict(list)
     for example in examples:
@@ -380,7 +320,7 @@ def collate(examples: list[Example], pad_id: int, recompute_old: bool = False) -
         old.append(e.iteration_logprobs if recompute_old else logged_or_model(e))
     logged = recompute_old and all(e.behaviour_logprobs is not None for e in examples)
     has_ref = all(e.ref_logprobs is not None for e in examples)
-    return Batch(
+    batch = Batch(
         input_ids=input_ids,
         attention_mask=attention_mask,
         mask=_shifted([e.mask for e in examples], width),
@@ -389,6 +329,26 @@ def collate(examples: list[Example], pad_id: int, recompute_old: bool = False) -
         ref_logprobs=_shifted([e.ref_logprobs for e in examples], width) if has_ref else None,
         advantages=torch.tensor([e.advantage for e in examples], dtype=torch.float32),
     )
+    _require_finite(batch, examples)
+    return batch
+
+
+def _require_finite(batch: Batch, examples: list[Example]) -> None:
+    """Nothing non-finite reaches the loss (the checks at load keep it out of the logs; a model that
+    returns it is caught here too). Raises DataError naming the trajectories."""
+    rows = {
+        "advantages": batch.advantages.unsqueeze(1),
+        "old log-probs": batch.old_logprobs,
+        "behaviour log-probs": batch.behavior_logprobs,
+        "reference log-probs": batch.ref_logprobs,
+    }
+    for name, values in rows.items():
+        if values is None:
+            continue
+        bad = (~torch.isfinite(values)).any(dim=1).tolist()
+        if any(bad):
+            ids = [e.trajectory_id for e, flag in zip(examples, bad, strict=True) if flag]
+            raise DataError(f"non-finite {name} for trajectory(ies) {', '.join(ids[:5])}: refusing to train")
 
 
 def _content_order(traj: Trajectory) -> tuple[str, str, float, str]:
@@ -409,4 +369,5 @@ def dataset_for(config: TrainConfig, source: str | Path, tokenizer: Any) -> Data
         drop_zero_variance=config.drop_zero_variance is not False,
         max_length=config.max_length,
         on_mismatch=config.on_mismatch,
+        strict=config.strict,
     )

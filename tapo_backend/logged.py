@@ -116,7 +116,8 @@ def read_turn(
     renders it) is a generated token: it keeps mask 1, with an unlogged log-prob. A turn `cut` at the
     token cap generated no stop token: the one the template renders after it is environment text.
     """
-    lps = list(logprobs) if logprobs is not None else [UNLOGGED] * len(ids)
+    # a log-prob a hair above 0 is the endpoint's rounding (larger ones are refused at load)
+    lps = [min(lp, 0.0) for lp in logprobs] if logprobs is not None else [UNLOGGED] * len(ids)
     decoded = tokenizer.decode(ids, skip_special_tokens=False)
     if turn_text.startswith(decoded):
         tail = turn_text[len(decoded) :]

@@ -30,6 +30,7 @@ from recreate.finetune.online import OnlineConfig, pass_at_1, run_rollouts
 from recreate.finetune.policy import LORA_LR, ServedPolicy
 from recreate.sandbox import resolve_sandbox
 from recreate.scaffold import Scaffold
+from tapo_backend.load import OUTSIDE, link_outside, trajectory_fault
 
 
 class FinetuneError(ValueError):
@@ -61,7 +62,8 @@ class FinetuneReport:
 
 
 def select_trajectories(run_dir: Path, *, versions: set[str] | None = None) -> Selection:
-    """The run's trajectories that the trainer can use as logged (see the module doc)."""
+    """The run's trajectories that the trainer can use as logged (see the module doc); garbage (a link
+    out of the run's folder, non-finite values, bad token ids) is skipped as `tapo_backend.load` says."""
     config_file = run_dir / "config.json"
     if not config_file.is_file():
         raise FinetuneError(f"{run_dir} is not an evolve run (no config.json); pass --run RUN_ID")
@@ -71,7 +73,11 @@ def select_trajectories(run_dir: Path, *, versions: set[str] | None = None) -> S
     def skip(reason: str) -> None:
         skipped[reason] = skipped.get(reason, 0) + 1
 
-    for file in sorted((run_dir / "trajectories").glob("*.json")):
+    folder = run_dir / "trajectories"
+    for file in sorted(folder.glob("*.json")):
+        if link_outside(file, folder):
+            skip(OUTSIDE)
+            continue
         try:
             traj = load_trajectory(json.loads(file.read_text(encoding="utf-8")))
         except (ValueError, OSError):
@@ -83,8 +89,12 @@ def select_trajectories(run_dir: Path, *, versions: set[str] | None = None) -> S
             skip("other scaffold version")
         elif traj.evaluation is None or traj.metadata.get("rollout_error"):
             skip("not evaluated")
+        elif fault := trajectory_fault(traj):  # NaN rewards, bad log-probs or ids, oversized
+            skip(fault[0])
         elif not traj.steps or not all(s.token_ids and s.logprobs for s in traj.steps):
             skip("no token ids / log-probs logged")
+        elif traj.model is None:
+            skip("no model / sampling settings recorded")
         elif (
             not traj.model.sampling.get("post_sampling_probs")
             and traj.model.sampling.get("temperature", 1) != 1

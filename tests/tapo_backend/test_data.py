@@ -154,7 +154,7 @@ def test_unusable_trajectory_is_skipped_not_fatal(tmp_path: Path, tokenizer) -> 
     misplaced.save(root / "misplaced.json")
     dataset = build_dataset(root, tokenizer)
     assert len(dataset.examples) == 2
-    reasons = {s.source: s.reason for s in dataset.skipped}
+    reasons = {Path(s.source).stem: s.reason for s in dataset.skipped}  # named by their files
     assert reasons["silent"] == "no assistant messages"
     assert "logprobs" in reasons["mismatch"]
     assert "message_index 1 is not an assistant message" in reasons["misplaced"]
