@@ -4,10 +4,10 @@ Logs are input from outside (an endpoint, a user, an agent's own run folder): ev
 before any of it reaches a tensor. A bad file is skipped and named with its reason; the reasons fall in
 a few kinds (`Skipped.kind`) that the dataset summary counts; `strict` turns any skip into an error.
 
-A trajectory is refused when its reward is not a finite number, a logged log-prob is not finite or is
-positive (beyond `LOGPROB_TOLERANCE`, which endpoints' rounding can produce), a token id is negative or
-outside the tokenizer's vocabulary, it holds more logged tokens or text than any real run produces, or
-its file is a symbolic link that leads out of the folder being read.
+A trajectory is refused when its reward is not a finite number of sane size, a logged log-prob is not
+finite or is positive (beyond `LOGPROB_TOLERANCE`, which endpoints' rounding can produce), a token id
+is negative or outside the tokenizer's vocabulary, it holds more logged tokens or text than any real
+run produces, or its file is a link that leads out of the folder being read (or no regular file).
 No torch here: `recreate finetune` selects a run's trajectories with the same checks.
 """
 
@@ -26,6 +26,8 @@ from tapo_backend.logged import DataError
 LOGPROB_TOLERANCE = 1e-3  # a logged log-prob in (0, this] is rounding and read as 0; above it, garbage
 MAX_LOGGED_TOKENS = 262_144  # logged token ids in one trajectory (no endpoint generates more per run)
 MAX_TEXT_CHARS = 8 * 2**20  # characters of message text in one trajectory
+MAX_FILE_BYTES = 2**30  # one log file (a JSONL shard holds many trajectories)
+MAX_ABS_REWARD = 1e6  # larger rewards overflow the group statistics (and are no evaluation's score)
 
 # Skipped.kind values, in the order the summary lists them
 UNREADABLE = "unreadable"
@@ -34,7 +36,7 @@ INVALID = "invalid trajectory"
 NO_REWARD = "no evaluation"
 DUPLICATE = "duplicate id"
 OUTSIDE = "link outside the logs"
-BAD_REWARD = "non-finite reward"
+BAD_REWARD = "bad reward"
 BAD_LOGPROB = "bad logprob"
 BAD_TOKEN = "token id outside the vocabulary"
 OVERSIZED = "oversized"
@@ -58,8 +60,12 @@ def trajectory_fault(traj: Trajectory, vocab_size: int | None = None) -> tuple[s
     """(kind, reason) of the first thing that makes `traj` unfit to train on, or None."""
     if traj.evaluation is None:
         return NO_REWARD, "no evaluation (reward unknown)"
-    if not math.isfinite(traj.evaluation.score):
-        return BAD_REWARD, f"reward (evaluation.score) is {traj.evaluation.score}; it must be a finite number"
+    score = traj.evaluation.score
+    if not math.isfinite(score) or abs(score) > MAX_ABS_REWARD:
+        return (
+            BAD_REWARD,
+            f"reward (evaluation.score) is {score}; it must be a finite number within ±{MAX_ABS_REWARD:g}",
+        )
     text = sum(len(str(m.get("content") or "")) for m in traj.messages)
     if text > MAX_TEXT_CHARS:
         return OVERSIZED, f"{text} characters of message text, more than {MAX_TEXT_CHARS}"
@@ -108,7 +114,7 @@ def _documents(file: Path) -> Iterator[tuple[str, Any]]:
 def _parse(source: str, text: str) -> Iterator[tuple[str, Any]]:
     try:
         doc = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested too deep
         yield source, exc
         return
     if isinstance(doc, list):
@@ -133,6 +139,10 @@ def read_logs(path: str | Path, vocab_size: int | None = None) -> tuple[list[Log
             continue
         if not file.is_file():  # a FIFO or device would block or never end
             skipped.append(Skipped(str(file), "not a regular file", UNREADABLE))
+            continue
+        if file.stat().st_size > MAX_FILE_BYTES:
+            reason = f"{file.stat().st_size} bytes, more than the {MAX_FILE_BYTES} a log file may hold"
+            skipped.append(Skipped(str(file), reason, OVERSIZED))
             continue
         for source, doc in _documents(file):
             if isinstance(doc, Exception):

@@ -80,7 +80,7 @@ def select_trajectories(run_dir: Path, *, versions: set[str] | None = None) -> S
             continue
         try:
             traj = load_trajectory(json.loads(file.read_text(encoding="utf-8")))
-        except (ValueError, OSError):
+        except (ValueError, OSError, RecursionError):
             skip("unreadable")
             continue
         if traj.task_id in held_out:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from recreate.experience.schema import ModelInfo
 from recreate.finetune.offline import select_trajectories
 from tapo_backend.data import DataError, build_dataset, collate, tokenize_trajectory
-from tapo_backend.load import LOGPROB_TOLERANCE, read_logs
+from tapo_backend.load import LOGPROB_TOLERANCE, MAX_FILE_BYTES, read_logs
 
 from .conftest import synthetic_trajectory
 from .test_cli import run_tapo
@@ -54,8 +54,9 @@ FAULTS: dict[str, tuple[Callable[[dict], None], str, str]] = {
     "neg-inf-logprob": (_set_logprob(-math.inf), "bad logprob", "logprob -inf"),
     "nan-logprob": (_set_logprob(math.nan), "bad logprob", "logprob nan"),
     "positive-logprob": (_set_logprob(50.0), "bad logprob", "logprob 50.0"),
-    "nan-reward": (_set_reward(math.nan), "non-finite reward", "reward (evaluation.score) is nan"),
-    "inf-reward": (_set_reward(math.inf), "non-finite reward", "reward (evaluation.score) is inf"),
+    "nan-reward": (_set_reward(math.nan), "bad reward", "reward (evaluation.score) is nan"),
+    "inf-reward": (_set_reward(math.inf), "bad reward", "reward (evaluation.score) is inf"),
+    "huge-reward": (_set_reward(1e308), "bad reward", "reward (evaluation.score) is 1e+308"),
     "big-token": (_set_token(10**9), "token id outside the vocabulary", "token id 1000000000"),
     "negative-token": (_set_token(-3), "token id outside the vocabulary", "token id -3"),
     "million-token-step": (_huge_step, "oversized", "1000002 logged token ids, more than"),
@@ -87,6 +88,7 @@ def garbage_logs(tmp_path: Path, tokenizer) -> Path:
     _write(tmp_path / "elsewhere" / "secret.json", _good(tokenizer, 1, "A", "outside"))
     (logs / "link.json").symlink_to(tmp_path / "elsewhere" / "secret.json")
     os.mkfifo(logs / "fifo.json")  # reading it would block forever
+    (logs / "deep.json").write_text("[" * 100_000 + "]" * 100_000)  # json's parser recurses
     return logs
 
 
@@ -98,11 +100,12 @@ def test_each_bad_file_is_skipped_and_named_with_its_reason(garbage_logs: Path, 
         assert skipped[name].kind == kind and words in skipped[name].reason, (name, skipped[name])
     assert skipped["link"].kind == "link outside the logs" and "secret.json" in skipped["link"].reason
     assert skipped["fifo"].reason == "not a regular file"
+    assert "RecursionError" in skipped["deep"].reason
     summary = dataset.summary()
-    assert summary["skipped"] == len(FAULTS) + 2
+    assert summary["skipped"] == len(FAULTS) + 3
     assert summary["skipped_by_kind"] == {
-        "bad logprob": 3, "non-finite reward": 2, "token id outside the vocabulary": 2, "oversized": 1,
-        "link outside the logs": 1, "unreadable": 1,
+        "bad logprob": 3, "bad reward": 3, "token id outside the vocabulary": 2, "oversized": 1,
+        "link outside the logs": 1, "unreadable": 2,
     }  # fmt: skip
     assert math.isfinite(summary["reward_mean"]) and math.isfinite(summary["reward_std"])
 
@@ -118,8 +121,8 @@ def test_dry_run_counts_skips_by_reason_and_strict_refuses(
         for line in out.splitlines()
         if line.count("│") == 3
     }
-    assert rows["trajectories"] == "4" and rows["skipped"] == str(len(FAULTS) + 2)
-    assert rows["bad logprob"] == "3" and rows["non-finite reward"] == "2"
+    assert rows["trajectories"] == "4" and rows["skipped"] == str(len(FAULTS) + 3)
+    assert rows["bad logprob"] == "3" and rows["bad reward"] == "3"
     assert rows["reward mean ± std"] == "0.5 ± 0.5"  # not "nan ± nan"
     assert "nan-logprob.json: step 1: logprob nan is not a log-probability" in out
 
@@ -197,7 +200,7 @@ def test_finetune_selection_skips_garbage_and_links_out_of_the_run(tmp_path: Pat
     # an id past the vocabulary is the trainer's to refuse (it knows the tokenizer): kept here
     assert [f.name for f in selection.files] == ["big-token.json", "fine.json"]
     assert selection.skipped == {
-        "bad logprob": 3, "non-finite reward": 2, "oversized": 1, "link outside the logs": 1,
+        "bad logprob": 3, "bad reward": 3, "oversized": 1, "link outside the logs": 1,
         "token id outside the vocabulary": 1,
     }  # fmt: skip
 
@@ -214,3 +217,10 @@ def test_training_beside_garbage_has_a_finite_loss(
         json.loads, (recreate_home / "tapo" / "beside-garbage" / "metrics.jsonl").read_text().splitlines()
     )
     assert all(math.isfinite(v) for v in row.values() if isinstance(v, float)), row
+
+
+def test_a_file_too_large_to_be_a_log_is_not_read(tmp_path: Path) -> None:
+    with (tmp_path / "huge.jsonl").open("wb") as sparse:  # sparse: costs no disk
+        sparse.truncate(MAX_FILE_BYTES + 1)
+    kept, skipped = read_logs(tmp_path)
+    assert kept == [] and skipped[0].kind == "oversized" and "bytes, more than" in skipped[0].reason
