@@ -20,6 +20,8 @@ from recreate.domains.base import Evaluation, Split, Task
 from recreate.domains.common import TaskFileDomain, submission_problem, unreadable_hint, zero
 from recreate.domains.repo_env import distinct_environments, env_path, is_ready
 from recreate.domains.repo_eval import WORKDIR, clean_patch, run_tests, verdict
+from recreate.domains.repo_forgeries import forgeries, new_file_patch
+from recreate.domains.repo_guard import refusal
 from recreate.domains.repo_instance import RepoInstance, load_instances
 from recreate.domains.repo_snapshot import GIT_IDENTITY, SnapshotError, base_tree
 from recreate.domains.splits import SplitPlan, select
@@ -60,15 +62,6 @@ def reverse_patch(patch: str) -> str:
         if out[i].startswith("+++ ") and out[i + 1].startswith("--- "):
             out[i], out[i + 1] = out[i + 1], out[i]
     return "\n".join(out) + "\n"
-
-
-def new_file_patch(path: str, content: str) -> str:
-    lines = content.splitlines()
-    body = "".join(f"+{line}\n" for line in lines)
-    return (
-        f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
-        f"@@ -0,0 +1,{len(lines)} @@\n{body}"
-    )
 
 
 class RepoDomain(TaskFileDomain):
@@ -175,12 +168,16 @@ class RepoDomain(TaskFileDomain):
             tree = base_tree(instance.snapshot, instance.base_commit or "HEAD") if instance.snapshot else None
         except SnapshotError as exc:
             return zero(str(exc))
+        patch = clean_patch(submission or "")
+        refused = refusal(patch, tree, instance.environment.pythonpath)
+        if refused:
+            return zero("refused: " + refused, repo=instance.repo)
         run = run_tests(
             sandbox,
             instance,
             env,
             tree,
-            clean_patch(submission or ""),
+            patch,
             timeout=self.timeout,
             memory_mb=self.memory_mb,
         )
@@ -191,10 +188,16 @@ class RepoDomain(TaskFileDomain):
         return verdict(instance, run, self.timeout)
 
     def wrong_submissions(self, task: Task) -> list[str]:
-        """Patches that must never resolve: none at all, the gold fix undone, and a conftest.py that
-        reports every test as passed (defeated by restoring the test files)."""
+        """Patches that must never resolve: none at all, the gold fix undone, a conftest.py that reports
+        every test as passed (defeated by restoring the test files), and the forgeries of repo_forgeries
+        (refused by repo_guard before anything runs)."""
         instance = self._instances[task.id]
-        return ["", reverse_patch(instance.patch), new_file_patch("conftest.py", FORGED_CONFTEST)]
+        try:
+            tree = base_tree(instance.snapshot, instance.base_commit or "HEAD") if instance.snapshot else None
+        except SnapshotError:
+            tree = None
+        forged = forgeries(instance.patch, tree).values()
+        return ["", reverse_patch(instance.patch), new_file_patch("conftest.py", FORGED_CONFTEST), *forged]
 
     def describe(self) -> str:
         return (

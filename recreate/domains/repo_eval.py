@@ -132,6 +132,16 @@ def verdict(instance: RepoInstance, run: TestRun, timeout: float) -> Evaluation:
     details |= {k: report[k] for k in ("setup_s", "tests_s", "restored") if k in report}
     if report.get("timed_out"):
         return zero(f"the tests did not finish within {timeout:.0f} s (timeout)", **details)
+    if report.get("tampered"):
+        changed = ", ".join(report["tampered"][:5])
+        return zero(
+            f"refused: the test framework was changed while the tests ran ({changed}); a fix must not "
+            "patch pytest, pluggy or their report objects",
+            **details,
+        )
+    if report.get("channel_error"):
+        output = tail(report.get("output_tail", ""))
+        return zero(f"{report['channel_error']}; output tail:\n{output}", **details)
     outcomes, messages = report.get("tests", {}), report.get("messages", {})
     f2p_failing = [t for t in instance.fail_to_pass if outcomes.get(t) != "passed"]
     p2p_failing = [t for t in instance.pass_to_pass if outcomes.get(t) != "passed"]

@@ -8,10 +8,12 @@ Reads job.json (see repo_eval.py) and the per-run marker from marker.txt (delete
 
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 from pathlib import Path
 
@@ -27,9 +29,12 @@ PROTECTED_NAMES = {
     "py.py",
     "sitecustomize.py",
     "usercustomize.py",
+    ".pytest.ini",
 }
 PROTECTED_TOP = {"_pytest", "pluggy", "pytest"}
 OUTPUT_TAIL = 3000
+PLUGIN = "recreate_repo_results.py"
+READ_LIMIT = 64 * 1024 * 1024
 
 
 def is_protected(relpath):
@@ -130,38 +135,98 @@ def set_up(job, root):
         shutil.copytree(source, root, symlinks=True)
 
 
+def _pump(fd, data):
+    try:
+        while data:
+            data = data[os.write(fd, data) :]
+    except OSError:
+        pass  # the runner died before reading its job: it reports nothing
+    finally:
+        os.close(fd)
+
+
+def _drain(fd, into):
+    with os.fdopen(fd, "rb") as handle:
+        into.append(handle.read(READ_LIMIT + 1))
+
+
+def read_channel(data, nonce):
+    """The runner's report, or (None, why): exactly "<nonce>\n{json}" and nothing else. Anything more or
+    other was written by the tested code (it inherits no handle on the channel: it had to find one)."""
+    if not data:
+        return None, "the test run sent no results (it crashed, was killed or exited early)"
+    head, _, body = data.partition(b"\n")
+    if head != nonce.encode() or len(data) > READ_LIMIT:
+        return None, "the results channel carried data the judge did not write"
+    try:
+        report, end = json.JSONDecoder().raw_decode(body.decode())
+    except (UnicodeDecodeError, ValueError):
+        return None, "the results channel carried data the judge did not write"
+    if body.decode()[end:].strip() or not isinstance(report, dict):
+        return None, "the results channel carried data the judge did not write"
+    return report, None
+
+
 def run_tests(job, root, work):
-    results_file = os.path.join(work, f"results-{os.getpid()}.json")
-    pythonpath = [os.path.join(work, "plugin")] + [os.path.join(root, p) for p in job.get("pythonpath", [])]
-    env = dict(os.environ)
-    env.update(
-        PYTHONPATH=os.pathsep.join(pythonpath),
-        PYTHONDONTWRITEBYTECODE="1",
-        RECREATE_REPO_RESULTS=results_file,
-        RECREATE_REPO_ROOT=root,
-    )
-    if job.get("trace"):
-        env["RECREATE_REPO_TRACE"] = "1"
-    command = [job["python"], "-m", "pytest", "-p", "recreate_repo_results", "-p", "no:cacheprovider"]
-    command += ["-q", "--color=no", *job.get("pytest_args", []), *job.get("test_files", [])]
+    """Run the tests with the runner (recreate_repo_results.py) in a child process; its report comes
+    over a pipe, signed with a nonce the tested code never sees in its environment or arguments."""
+    nonce = secrets.token_hex(16)
+    runner_job = {
+        "nonce": nonce,
+        "paths": [os.path.join(root, p) for p in job.get("pythonpath", [])],
+        "args": ["-p", "no:cacheprovider", "-q", "--color=no", *job.get("pytest_args", [])]
+        + job.get("test_files", []),
+        "root": root,
+        "trace": bool(job.get("trace")),
+    }
+    job_read, job_write = os.pipe()
+    results_read, results_write = os.pipe()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYTEST", "RECREATE"))}
+    env.update(PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED", "0"), PYTHONDONTWRITEBYTECODE="1")
+    runner = os.path.join(work, "plugin", PLUGIN)
+    command = [job["python"], "-s", "-B", runner, str(job_read), str(results_write)]
+    chunks = []
     started = time.monotonic()
     try:
-        done = subprocess.run(
-            command, cwd=root, env=env, capture_output=True, text=True, timeout=job["timeout"]
-        )
-        code, output, timed_out = done.returncode, done.stdout + done.stderr, False
-    except subprocess.TimeoutExpired as exc:
-        code, timed_out = None, True
-        output = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else ""
-    elapsed = time.monotonic() - started
+        child = subprocess.Popen(
+            command, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, pass_fds=(job_read, results_write),
+        )  # fmt: skip
+    finally:
+        os.close(job_read)
+        os.close(results_write)
+    threading.Thread(target=_pump, args=(job_write, json.dumps(runner_job).encode()), daemon=True).start()
+    reader = threading.Thread(target=_drain, args=(results_read, chunks), daemon=True)
+    reader.start()
     try:
-        results = json.loads(Path(results_file).read_text())
-    except (OSError, ValueError):
-        results = {}
-    return results, {"pytest_exit": code, "timed_out": timed_out, "tests_s": round(elapsed, 3)}, output
+        output, _ = child.communicate(timeout=job["timeout"])
+        code, timed_out = child.returncode, False
+    except subprocess.TimeoutExpired:
+        child.kill()
+        output, _ = child.communicate()
+        code, timed_out = None, True
+    reader.join(timeout=5)  # a process the tests left behind may still hold the channel open
+    elapsed = time.monotonic() - started
+    results, channel_error = read_channel(chunks[0] if chunks else b"", nonce)
+    run = {"pytest_exit": code, "timed_out": timed_out, "tests_s": round(elapsed, 3)}
+    if channel_error and not timed_out:
+        run["channel_error"] = channel_error
+    return results or {}, run, output.decode(errors="replace")
+
+
+def _not_dumpable():
+    """Keep the tested code (same uid) out of this process's memory and file descriptors (/proc/PID/mem,
+    /proc/PID/fd): where the marker and the sandbox's real stdout are."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+    except (OSError, AttributeError):
+        pass
 
 
 def main():
+    _not_dumpable()
     marker = Path("marker.txt").read_text().strip()
     os.remove("marker.txt")
     work = os.getcwd()
@@ -195,6 +260,7 @@ def main():
         messages=results.get("messages", {}),
         collect_errors=results.get("collect_errors", []),
         covered=results.get("covered", []),
+        tampered=results.get("tampered", []),
         output_tail=output[-OUTPUT_TAIL:],
     )
     return 0
