@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import textwrap
 import threading
+import zlib
 from dataclasses import replace
 from pathlib import Path
 
@@ -37,6 +38,22 @@ SOLUTION_MAX_FILE_MB = 64  # also the most a solution's results may weigh
 CHECKER_CPU_SECONDS = 10**7  # the checker server lives as long as the domain; each job has its own alarm
 _THREADS = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 _FENCE = re.compile(r"```[a-zA-Z0-9_+-]*\n(.*?)```", re.DOTALL)
+# answers with no elements (and their imports): one is probed per task by the selftest, a different kind
+# from task to task, since numpy's comparisons broadcast a size-0 array against anything and a `zip`
+# over an empty result checks nothing (the checker fails them where the expected answer is not empty)
+EMPTY_ANSWERS = (
+    ("numpy as np", "np.array([])"),
+    ("numpy as np", "np.empty((0, 3))"),
+    ("", "[]"),
+    ("", "()"),
+    ("", "{}"),
+    ("", "set()"),
+    ("", "''"),
+    ("pandas as pd", "pd.DataFrame()"),
+    ("pandas as pd", "pd.Series(dtype=float)"),
+    ("scipy.sparse", "scipy.sparse.csr_matrix((0, 0))"),
+    ("", "None"),
+)
 _MARKER_LINES = {
     "<code>",
     "</code>",
@@ -68,6 +85,15 @@ def normalize_solution(solution: str, code_context: str) -> str:
         if any(not x.startswith((" ", "\t")) for x in code_lines):
             solution = textwrap.indent(textwrap.dedent(solution), "    ")
     return solution
+
+
+def empty_answer(kind: int, function_body: bool) -> str:
+    """The solution that answers `EMPTY_ANSWERS[kind]`, as a function body or as `result = ...`."""
+    module, value = EMPTY_ANSWERS[kind]
+    imports = f"import {module}\n" if module else ""
+    if function_body:
+        return textwrap.indent(f"{imports}return {value}", "    ")
+    return f"{imports}result = {value}"
 
 
 class DS1000Domain(TaskFileDomain):
@@ -190,11 +216,11 @@ class DS1000Domain(TaskFileDomain):
         return files
 
     def wrong_submissions(self, task: Task) -> list[str]:
-        """Solutions that must never pass: nothing at all, and for a function body one that does nothing
-        (an empty body fails to compile, which says little about the tests)."""
-        if inserts_into_function_body(self._contexts.get(task.id, "")):
-            return ["", "    pass"]
-        return [""]
+        """Solutions that must never pass: nothing at all, for a function body one that does nothing (an
+        empty body fails to compile, which says little about the tests), and an empty answer."""
+        body = inserts_into_function_body(self._contexts.get(task.id, ""))
+        empty = empty_answer(zlib.crc32(task.id.encode()) % len(EMPTY_ANSWERS), body)
+        return ["", "    pass", empty] if body else ["", empty]
 
     def describe(self) -> str:
         return (

@@ -7,11 +7,15 @@ The child runs the problem's own `test_execution` twice, with `exec` replaced:
    the expected answers stay in this process; the host runs them in the solution's own sandbox;
 2. judging: the solution's results (`results.json` + `results.npz`, decoded by ds1000_data, which runs
    no code) are handed to the problem's checks as if `exec` had produced them, figures rebuilt by
-   ds1000_figure. The verdict is written to `verdict.json` and only read by the host.
+   ds1000_figure. Before a test case's own check, a result with no elements (a size-0 array, an empty
+   list or frame...) where the expected answer has some fails: numpy's comparisons broadcast a size-0
+   array against anything and a `zip` over it checks nothing. The verdict is written to `verdict.json`
+   and only read by the host.
 """
 
 import contextlib
 import json
+import math
 import os
 import pickle
 import shutil
@@ -19,6 +23,8 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Sized
+from numbers import Number
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
@@ -70,6 +76,37 @@ def _wait_for(name, deadline):
         time.sleep(BUSY_POLL_S)
 
 
+def size_of(value):
+    """How many elements a value holds (1 for a number), or None where that is no question to ask."""
+    try:
+        shape = getattr(value, "shape", None)
+        if isinstance(shape, tuple) and all(isinstance(n, int) for n in shape):
+            return math.prod(shape)
+        if isinstance(value, Sized):
+            return len(value)
+    except Exception:  # a property or __len__ that raises: no size to speak of
+        return None
+    return 1 if isinstance(value, Number) else None
+
+
+def empty_where_expected(result, expected, where="result"):
+    """Where `result` (or an item of it, walking lists, tuples and dicts shaped like `expected`) has no
+    elements and `expected` has some: None when nowhere."""
+    if size_of(result) == 0 and size_of(expected) not in (None, 0):
+        return where
+    if isinstance(result, (list, tuple)) and isinstance(expected, (list, tuple)):
+        pairs = enumerate(zip(result, expected, strict=True)) if len(result) == len(expected) else ()
+    elif isinstance(result, dict) and isinstance(expected, dict):
+        pairs = ((key, (result[key], value)) for key, value in expected.items() if key in result)
+    else:
+        return None
+    for key, (got, want) in pairs:
+        found = empty_where_expected(got, want, f"{where}[{key!r}]")
+        if found:
+            return found
+    return None
+
+
 def record(namespace, solution):
     """Run test_execution with the solution's `exec` and the checks stubbed: the generated test cases
     (input, expected) and, per `exec`, the code and its input namespace."""
@@ -96,6 +133,12 @@ def record(namespace, solution):
 def judge(namespace, solution, generated, outcomes):
     """Run test_execution again: each test case replayed, each `exec` answered by the solution's data."""
     replay, answers = iter(generated), iter(outcomes)
+    expected = []  # the expected answer of the test case generated last, when it is (input, expected)
+
+    def replayed_generate(case_id):
+        case = next(replay)
+        expected[:] = [case[1]] if isinstance(case, (tuple, list)) and len(case) == 2 else []
+        return case
 
     def served_exec(code, env):
         outcome = next(answers)
@@ -107,9 +150,12 @@ def judge(namespace, solution, generated, outcomes):
             raise SolutionRaised(outcome["error"])
         if outcome.get("has_result"):
             env["result"] = outcome.get("result")
+            empty = expected and empty_where_expected(env["result"], expected[0])
+            if empty:
+                raise AssertionError(f"{empty} is empty where the expected answer is not")
 
     generate = namespace["generate_test_case"]
-    namespace.update(generate_test_case=lambda case_id: next(replay), exec=served_exec)
+    namespace.update(generate_test_case=replayed_generate, exec=served_exec)
     try:
         namespace["test_execution"](solution)
     finally:
