@@ -209,5 +209,7 @@ class RepoDomain(TaskFileDomain):
             "configuration are put back as they were (changing tests never helps), and the failing tests "
             "(FAIL_TO_PASS) and the tests that passed before (PASS_TO_PASS) run with pytest; score 1 only if "
             "all of them pass. Feedback gives the pass counts, the failing tests with their assertion "
-            "messages, and whether the diff applied."
+            "messages, and whether the diff applied. A patch is refused when it adds modules named like the "
+            "standard library or pytest, packaging metadata or compiled modules, or code that reaches for "
+            "pytest's internals, sys.modules, atexit, builtins, os._exit, exec/eval or the judge."
         )

@@ -5,7 +5,10 @@ the tests (checks/repo_check.py); the verdict is computed here from the outcomes
 Resolved = every FAIL_TO_PASS and every PASS_TO_PASS test passes, as in SWE-bench. The tests run the
 patched code in their own process, as in SWE-bench; what a patch cannot do is change the tests or how
 pytest runs them: test folders, test_*.py, conftest.py and pytest's configuration files are restored
-(and added ones removed) before anything runs.
+(and added ones removed) before anything runs. The outcomes come from pytest's report objects over a
+nonce-signed pipe (checks/recreate_repo_results.py), never from the output the tested code can print
+to; a run that changed pytest while it ran, or wrote on that pipe, is refused; patches that reach for
+the judge are refused before anything runs (repo_guard, which also states the residual risk).
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ after the report.
 The report is {"tests": {nodeid: passed|failed|skipped}, "messages": {nodeid: short reason},
 "collect_errors": [...], "covered": [[file, first line], ...], "tampered": [...]}. "tampered" names
 the parts of pytest and pluggy (functions, classes, their methods) that changed while the tests ran,
-and plugins registered by something other than pytest or a conftest.py: the tested code runs in this
-process and could patch them, so the parent refuses a report that says so. With "trace" it also
+plugins registered during the run by something other than pytest or a conftest.py, and plugins pytest
+loaded from packaging metadata inside the repository: the tested code runs in this process and could
+patch them, so the parent refuses a report that names any. With "trace" it also
 records the functions of the repository that the tests call (the task builder mutates only those).
 """
 
