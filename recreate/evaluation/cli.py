@@ -46,6 +46,7 @@ def eval_command(
     from recreate.domains.cli import _parse_options
     from recreate.evaluation.leakage import evolved_task_ids
     from recreate.evaluation.metrics import summarize
+    from recreate.evaluation.preflight import preflight
     from recreate.evaluation.report import print_summary, write_chart, write_html, write_json
     from recreate.evaluation.rollout import Rollouts
     from recreate.models import check_endpoint
@@ -88,6 +89,7 @@ def eval_command(
 
     cached = sum(rollouts.cached(t, s) is not None for t in tasks for s in range(seeds))
     if cached < len(tasks) * seeds:
+        preflight(sandbox or settings.sandbox, loaded_domain, settings.home)
         check_endpoint(spec, settings.base_url)
     console.print(f"run [bold]{run_id}[/]: {len(tasks)} task(s) x {seeds} seed(s) -> {out}")
     if cached:

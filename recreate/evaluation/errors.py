@@ -1,8 +1,11 @@
-"""Whether a rollout that ended in an error was the endpoint's fault.
+"""Rollouts that are no score: the endpoint's or the machine's failures, not the scaffold's.
 
 A model call that fails (a 5xx after the client's retries, a 400, a timeout, a dropped connection) says
-nothing about the scaffold: such a run is an *endpoint error*. It is stored for the record but never
-evaluated, never cached as a result and never scored, so the next attempt (or a resume) runs it again.
+nothing about the scaffold: such a run is an *endpoint error*. A sandbox that cannot open, a task
+preparation that fails because the machine does, and an evaluator that crashes without the submission's
+doing are *machine* and *evaluator* errors (`recreate.evaluation.machine` tells them apart). Each is stored
+for the record (`ERROR_KEY` in the trajectory's metadata, no evaluation) but never scored, never cached as
+a result and never trained on, so the next attempt (or a resume) runs it again.
 A context overflow is different: the conversation the scaffold led to does not fit the model, which is
 the run's own outcome (exit status `context_exceeded`, set by the agent) and is scored like any other.
 """
@@ -15,8 +18,9 @@ from recreate.experience.schema import Trajectory
 from recreate.models import is_context_overflow
 from recreate.redact import redact
 
-FailureKind = Literal["endpoint"]
-ERROR_KEY = "rollout_error"  # trajectory metadata: the FailureKind of a run that ended in an error
+FailureKind = Literal["endpoint", "machine", "evaluator"]
+ERROR_KEY = "rollout_error"  # trajectory metadata: the FailureKind of a run that is no score
+REASON_KEY = "rollout_error_reason"  # trajectory metadata: why, for machine and evaluator errors
 
 # exception class names of the model clients (the agent records errors as "Type: message"): the OpenAI
 # SDK's, LangChain's wrappers of them (OpenAI*, Model*Error) and httpx's
@@ -46,9 +50,18 @@ _ENDPOINT_ERRORS = frozenset(
 )
 
 
-class EndpointDown(RuntimeError):
+class RunHalted(RuntimeError):
+    """Not the scaffold's doing and not going away by itself: the run stops, resumably."""
+
+
+class EndpointDown(RunHalted):
     """A meta-agent's model call failed past its client's retries: the run stops, resumably, rather than
     record the failure as a round with nothing to propose."""
+
+
+class MachineDown(RunHalted):
+    """Rollouts keep failing for the same machine reason (a sandbox that stopped opening, a broken
+    evaluator): the run stops, resumably, rather than store a run of errors."""
 
 
 # refusals of one request (its content, its size), which the next request may not meet
@@ -88,3 +101,13 @@ def failure_kind(traj: Trajectory) -> FailureKind | None:
 def is_endpoint_error(traj: Trajectory) -> bool:
     """A stored run whose model call failed: not a score of its scaffold."""
     return traj.metadata.get(ERROR_KEY) == "endpoint"
+
+
+def is_rollout_error(traj: Trajectory) -> bool:
+    """A stored run that is no score of its scaffold: its endpoint, machine or evaluator failed."""
+    return bool(traj.metadata.get(ERROR_KEY))
+
+
+def error_reason(traj: Trajectory) -> str:
+    """What went wrong in a run that is no score, in one line."""
+    return str(traj.metadata.get(REASON_KEY) or traj.outcome.error or "unknown error")

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from recreate.evaluation.errors import is_endpoint_error
+from recreate.evaluation.errors import ERROR_KEY, is_rollout_error
 from recreate.experience.schema import Trajectory
 
 
@@ -40,6 +40,7 @@ class Summary:
     mean_steps: float
     exit_statuses: dict[str, int] = field(default_factory=dict)
     endpoint_errors: int = 0  # rollouts whose model call failed: counted here, never scored
+    machine_errors: int = 0  # rollouts whose sandbox or evaluator failed (not the submission): never scored
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -47,10 +48,11 @@ class Summary:
 
 def summarize(trajectories: list[Trajectory], *, seed: int = 0) -> Summary:
     """Per task, the mean over its rollouts (seeds); then the mean over tasks with a bootstrap CI.
-    A rollout without an evaluation counts as score 0, not passed; one whose model call failed (an
-    endpoint error) is not the scaffold's score and is left out (and counted in `endpoint_errors`)."""
-    errored = [t for t in trajectories if is_endpoint_error(t)]
-    trajectories = [t for t in trajectories if not is_endpoint_error(t)]
+    A rollout without an evaluation counts as score 0, not passed; one whose model call, sandbox or
+    evaluator failed is not the scaffold's score and is left out (counted in `endpoint_errors` and
+    `machine_errors`)."""
+    errored = Counter(t.metadata[ERROR_KEY] for t in trajectories if is_rollout_error(t))
+    trajectories = [t for t in trajectories if not is_rollout_error(t)]
     passes: dict[str, list[float]] = defaultdict(list)
     scores: dict[str, list[float]] = defaultdict(list)
     for traj in trajectories:
@@ -73,5 +75,6 @@ def summarize(trajectories: list[Trajectory], *, seed: int = 0) -> Summary:
         unpriced_rollouts=len(costs) - len(known),
         mean_steps=float(np.mean([t.totals.steps for t in trajectories])) if trajectories else 0.0,
         exit_statuses=dict(Counter(t.outcome.exit_status for t in trajectories)),
-        endpoint_errors=len(errored),
+        endpoint_errors=errored["endpoint"],
+        machine_errors=errored["machine"] + errored["evaluator"],
     )

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from recreate.console import make_console
-from recreate.evaluation.errors import is_endpoint_error
+from recreate.evaluation.errors import ERROR_KEY, error_reason, is_rollout_error
 from recreate.evaluation.metrics import Summary
 from recreate.experience.schema import Trajectory
 
@@ -23,19 +23,20 @@ FEEDBACK_CHARS = 300
 
 def task_row(traj: Trajectory) -> dict[str, Any]:
     ev = traj.evaluation
+    feedback = error_reason(traj) if is_rollout_error(traj) else ev.feedback if ev else ""
     return {
         "task_id": traj.task_id,
         "seed": traj.seed,
         "group": traj.metadata.get("task_group"),
         "passed": bool(ev and ev.passed),
-        "score": ev.score if ev else 0.0,
+        "score": ev.score if ev else None,  # None: no verdict (an error, or not evaluated)
         "exit_status": traj.outcome.exit_status,
-        "endpoint_error": is_endpoint_error(traj),  # a failed model call: no score, rerun to retry
+        "error": traj.metadata.get(ERROR_KEY),  # endpoint, machine, evaluator: no score, rerun to retry
         "steps": traj.totals.steps,
         "format_errors": traj.totals.format_errors,
         "cost_usd": traj.totals.cost_usd,
         "duration_s": traj.metadata.get("rollout_duration_s", traj.totals.duration_s),
-        "feedback": (ev.feedback if ev else traj.outcome.error or "")[:FEEDBACK_CHARS],
+        "feedback": feedback[:FEEDBACK_CHARS],
         "trajectory_id": traj.trajectory_id,
     }
 
@@ -74,6 +75,8 @@ def summary_table(summary: Summary, title: str) -> Table:
     table.add_row("exit statuses", ", ".join(f"{k}={v}" for k, v in sorted(summary.exit_statuses.items())))
     if summary.endpoint_errors:
         table.add_row("endpoint errors (not scored; rerun to retry)", str(summary.endpoint_errors))
+    if summary.machine_errors:
+        table.add_row("sandbox/evaluator errors (not scored; rerun to retry)", str(summary.machine_errors))
     return table
 
 
@@ -91,8 +94,8 @@ def write_chart(path: Path, rows: list[dict[str, Any]], summary: Summary, title:
         1, 2, figsize=(max(7.0, 4 + 0.25 * len(rows)), 3.8), gridspec_kw={"width_ratios": [3, 1]}
     )
     labels = [f"{r['task_id']}" + (f"/s{r['seed']}" if r["seed"] else "") for r in rows]
-    colours = ["#2a9d8f" if r["passed"] else "#e76f51" for r in rows]
-    heights = [r["score"] if r["passed"] else max(r["score"], 0.02) for r in rows]  # a 0 stays visible
+    colours = ["#adb5bd" if r.get("error") else "#2a9d8f" if r["passed"] else "#e76f51" for r in rows]
+    heights = [max(r["score"] or 0.0, 0.02) for r in rows]  # a 0 (or no score) stays visible
     left.bar(range(len(rows)), heights, color=colours)
     left.set_xticks(range(len(rows)), labels, rotation=70, ha="right", fontsize=7)
     left.set_ylim(0, 1.05)

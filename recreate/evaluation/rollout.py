@@ -6,7 +6,9 @@ and returns the Trajectory with its evaluation. `run_tasks` does many with bound
 rollouts are cached on disk under RECREATE_HOME, so a resumed run (even after kill -9) pays nothing
 twice. The cache key names everything that determines a result (`Rollouts.rollout_key`): the scaffold's
 hash, the task's content, the domain and its options (evaluator included), the model and its sampling,
-the sandbox, and the seed. A run whose model call failed is stored but neither scored nor cached.
+the sandbox, and the seed. A run whose model call, sandbox or evaluator failed (not the scaffold's doing:
+`recreate.evaluation.errors`) is stored but neither scored nor cached; the same machine failure several
+times in a row stops the run (`MachineDown`).
 """
 
 from __future__ import annotations
@@ -30,11 +32,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from recreate.agent import AgentContext, build_domain_agent
 from recreate.config import load_settings
 from recreate.domains.base import Domain, Task
-from recreate.evaluation.errors import ERROR_KEY, failure_kind
+from recreate.evaluation.errors import ERROR_KEY, REASON_KEY, FailureKind, failure_kind
+from recreate.evaluation.machine import MachineStreak, one_line, probe, same_failure, watched, watching
 from recreate.experience.schema import Evaluation, Trajectory, load_trajectory, new_id
 from recreate.models import UsageLedger
 from recreate.redact import redact
-from recreate.sandbox import fresh_session
+from recreate.sandbox import close_soon
 from recreate.sandbox.base import Sandbox, SandboxSpec
 from recreate.scaffold import Scaffold, load_scaffold
 
@@ -163,6 +166,7 @@ class Rollouts:
         self.context_key = hashlib.sha256(identity.encode()).hexdigest()
         self.scaffold_hash = self.scaffold.content_hash()
         self._store_lock = threading.Lock()
+        self.streak = MachineStreak()
 
     def rollout_key(self, task: Task) -> str:
         """What determines a rollout's result besides the scaffold and the seed (which name its file)."""
@@ -177,19 +181,18 @@ class Rollouts:
         cached = self.cached(task, seed)
         if cached is not None:
             return cached
+        self.streak.check()  # stopped for a machine failure: no more attempts in this process
         if self.ledger is not None:
             self.ledger.check_budget()
         started = time.time()
-        traj = self._rollout(task, seed)
+        traj, fault = self._rollout(task, seed)
         if self.ledger is not None and (traj.outcome.error or "").startswith("budget exceeded"):
             self.ledger.check_budget()  # the shared budget ran out mid-run: raise, cache nothing
         eval_started = time.time()
-        failure = failure_kind(traj)
-        if failure is not None:
-            traj.metadata[ERROR_KEY] = failure
-        if failure == "endpoint":  # not the scaffold's doing: no score, no cache entry, run again next time
-            log.warning("rollout of %s hit an endpoint error: %s", task.id, traj.outcome.error)
-            traj.evaluation = None
+        kind: FailureKind | None = "machine" if fault else failure_kind(traj)
+        if kind is not None:  # not the scaffold's doing: no score, no cache entry, run again next time
+            why = fault or traj.outcome.error
+            log.warning("rollout of %s is not scored (%s error): %s", task.id, kind, why)
         elif traj.outcome.exit_status == "context_exceeded":
             grew = f"the conversation outgrew it after {traj.totals.steps} model calls"
             reason = (
@@ -197,24 +200,32 @@ class Rollouts:
                 f" (the model's context; {traj.outcome.error})"
             )
             traj.evaluation = Evaluation(score=0.0, passed=False, feedback=reason)
-        elif traj.outcome.exit_status == "error" and not traj.messages:  # the agent never started
+        elif traj.outcome.exit_status == "error" and not traj.messages:  # the task's files, not the machine
             reason = f"the rollout failed before the agent ran: {traj.outcome.error}"
             traj.evaluation = Evaluation(score=0.0, passed=False, feedback=reason)
         else:
-            traj.evaluation = self._evaluate(task, traj.outcome.submission)
+            traj.evaluation, kind, fault = self._evaluate(task, traj.outcome.submission)
+        if kind is not None:
+            traj.metadata[ERROR_KEY] = kind
+            traj.evaluation = None
+        if fault is not None:
+            traj.metadata[REASON_KEY] = fault
         traj.metadata.update(
             eval_duration_s=round(time.time() - eval_started, 3),
             rollout_duration_s=round(time.time() - started, 3),
         )
-        if self.cache is not None and failure != "endpoint":
+        if self.cache is not None and kind is None:
             self.cache.put(self.scaffold_hash, traj, self.rollout_key(task))
         self.agent.recorder.save(traj)  # the run's log: what it scored (what `recreate finetune` trains on)
         if self.store is not None:
             with self._store_lock:
                 self.store.add(traj, index_later=True)  # the next step reads the files; searches wait
+        if kind != "endpoint":  # endpoint failures have their own stop (EndpointDown, the budget)
+            self.streak.record(fault)
         return traj
 
-    def _rollout(self, task: Task, seed: int) -> Trajectory:
+    def _rollout(self, task: Task, seed: int) -> tuple[Trajectory, str | None]:
+        """The agent's run, and the machine's fault when it failed for the machine's reasons."""
         state = {
             "task": task.prompt,
             "task_id": task.id,
@@ -226,26 +237,64 @@ class Rollouts:
                 **({"task_metadata": task.metadata} if task.metadata else {}),
             },
         }
+        sandbox, spec = self.agent.sandbox, self.agent.sandbox_spec
         try:
-            with fresh_session(self.agent.sandbox, self.agent.sandbox_spec) as session:
-                self.domain.prepare(task, session)
-                final = self.graph.invoke(state, context=AgentContext(session=session))
-            return self.agent.trajectory(final)
-        except Exception as exc:  # sandbox or preparation failure: the task scores 0 with the reason
-            log.warning("rollout of %s failed before the agent could finish: %s", task.id, exc)
-            error = redact(f"{type(exc).__name__}: {exc}")
-            return self.agent.trajectory({**state, "exit_status": "error", "error": error, "messages": []})
+            session = sandbox.open(spec)
+        except Exception as exc:  # nothing of the task or the scaffold has run yet: the machine's fault
+            fault = f"the {sandbox.name} sandbox failed to open: {one_line(exc)}"
+            return self._failed(state, task, exc), fault
+        try:
+            self.domain.prepare(task, session)
+            traj = self.agent.trajectory(self.graph.invoke(state, context=AgentContext(session=session)))
+        except Exception as exc:  # preparation failed (or the graph itself): the probe says whose fault
+            traj = self._failed(state, task, exc)
+        finally:
+            close_soon(session)
+        if traj.outcome.exit_status != "error" or failure_kind(traj) == "endpoint":
+            return traj, None
+        broken = probe(sandbox, spec)  # a failure the machine repeats on `true` is not the run's own
+        return traj, f"the {sandbox.name} sandbox failed: {broken}" if broken else None
 
-    def _evaluate(self, task: Task, submission: str | None) -> Evaluation:
+    def _failed(self, state: dict[str, Any], task: Task, exc: Exception) -> Trajectory:
+        log.warning("rollout of %s failed before the agent could finish: %s", task.id, exc)
+        error = redact(f"{type(exc).__name__}: {exc}")
+        return self.agent.trajectory({**state, "exit_status": "error", "error": error, "messages": []})
+
+    def _evaluate(
+        self, task: Task, submission: str | None
+    ) -> tuple[Evaluation | None, FailureKind | None, str | None]:
+        """The verdict, or the kind and reason of an error that is no verdict: a sandbox that failed to
+        open, or an evaluator that fails the same way on a plain wrong answer (not the submission's doing)."""
+        sandbox = watched(self.agent.sandbox)
+        with watching() as failed_opens:
+            verdict, failure = self._judge(task, submission, sandbox)
+            control = self._control(task) if failure and submission is not None else None
+            again = self._judge(task, control, sandbox)[1] if control is not None else None
+        if failed_opens:
+            return None, "machine", f"the evaluation's {sandbox.name} sandbox failed: {failed_opens[0]}"
+        if failure and again and same_failure(failure, again):
+            return None, "evaluator", f"the evaluator fails on a plain wrong answer too: {failure}"
+        if verdict is None:
+            feedback = f"the evaluator crashed on this submission: {failure}"
+            return Evaluation(score=0.0, passed=False, feedback=feedback), None, None
+        return verdict, None, None
+
+    def _judge(
+        self, task: Task, submission: str | None, sandbox: Sandbox
+    ) -> tuple[Evaluation | None, str | None]:
+        """The verdict, and why the evaluator gave none: it raised, or it scored 0 with an error."""
         try:
-            return self.domain.evaluate(task, submission, self.agent.sandbox)
-        except Exception as exc:  # the evaluator itself broke: score 0, say why, keep going
+            verdict = self.domain.evaluate(task, submission, sandbox)
+        except Exception as exc:
             log.warning("evaluation of %s crashed: %s", task.id, exc)
-            return Evaluation(
-                score=0.0,
-                passed=False,
-                feedback=redact(f"the evaluator crashed: {type(exc).__name__}: {exc}"),
-            )
+            return None, one_line(exc)
+        error = None if verdict.passed else verdict.details.get("error")
+        return verdict, str(error) if error else None
+
+    def _control(self, task: Task) -> str:
+        """A plain wrong answer: the domain's first non-empty `wrong_submissions`, else "0"."""
+        wrong = getattr(self.domain, "wrong_submissions", None)
+        return next((s for s in (wrong(task) if callable(wrong) else []) if s.strip()), "0")
 
     def run_many(
         self,

@@ -146,6 +146,7 @@ def evolve_command(
 ) -> None:
     """Evolve a seed scaffold into a better, validated one (ReCreate)."""
     from recreate.domains import get_domain
+    from recreate.evaluation.preflight import preflight
     from recreate.models import Budget, check_endpoint, price_overrides, require_prices
     from recreate.optimizer import Ablations, EvolveConfig, ReCreateOptimizer
     from recreate.optimizer.report import write_report
@@ -190,6 +191,7 @@ def evolve_command(
         )  # fmt: skip
         return
     _check_writable(settings.home)
+    preflight(sandbox or settings.sandbox, dom, settings.home)  # the machine can do the run: said in seconds
     agent = agent_model_spec(model or settings.model, settings.base_url)
     optimizer = optimizer_model or settings.optimizer_model or agent
     if finetune and agent != LOCAL_SPEC:

@@ -63,7 +63,7 @@ def test_run_tasks_bounded_concurrency_and_summary(openai_server, bwrap, domain,
     assert summary.exit_statuses == {"submitted": 4}
 
 
-def test_a_crashing_evaluator_scores_zero_with_the_reason(openai_server, bwrap, tmp_path):
+def test_an_evaluator_that_crashes_on_any_answer_is_an_error_not_a_zero(openai_server, bwrap, tmp_path):
     data = write_tasks(tmp_path / "tasks.jsonl", 1)
 
     def judge(task, submission):
@@ -71,10 +71,29 @@ def test_a_crashing_evaluator_scores_zero_with_the_reason(openai_server, bwrap, 
 
     domain = get_domain("jsonl", data=data, evaluator=judge)
     openai_server.responder = solver()
+    cache = RolloutCache(tmp_path / "rollouts")
+    traj = run_task(MINIMAL, domain.tasks("all")[0], domain, model=f"scripted@{openai_server.url}",
+                    sandbox=bwrap, cache=cache, trajectory_dir=tmp_path)  # fmt: skip
+    assert traj.evaluation is None and traj.metadata["rollout_error"] == "evaluator"
+    assert "judge is broken" in traj.metadata["rollout_error_reason"]
+    assert summarize([traj]).rollouts == 0 and summarize([traj]).machine_errors == 1
+    assert not list(cache.root.rglob("*.json"))  # retried next time
+
+
+def test_an_evaluator_crash_the_submission_causes_scores_zero(openai_server, bwrap, tmp_path):
+    data = write_tasks(tmp_path / "tasks.jsonl", 1)
+
+    def judge(task, submission):
+        if "return" in submission:  # this submission trips the judge; a plain wrong answer does not
+            raise RecursionError("maximum recursion depth exceeded")
+        return 0.0
+
+    domain = get_domain("jsonl", data=data, evaluator=judge)
+    openai_server.responder = solver()
     traj = run_task(MINIMAL, domain.tasks("all")[0], domain, model=f"scripted@{openai_server.url}",
                     sandbox=bwrap, cache=False, trajectory_dir=tmp_path)  # fmt: skip
-    assert traj.evaluation.score == 0 and not traj.evaluation.passed
-    assert "judge is broken" in traj.evaluation.feedback
+    assert traj.evaluation.score == 0 and not traj.evaluation.passed and "rollout_error" not in traj.metadata
+    assert "RecursionError" in traj.evaluation.feedback  # the verdict stands: the submission did it
 
 
 def test_shared_budget_stops_scheduling_and_caches_nothing_half_done(openai_server, bwrap, domain, tmp_path):
@@ -155,7 +174,7 @@ def test_an_endpoint_error_is_stored_but_not_scored_or_cached(openai_server, bwr
     assert not list(cache.root.rglob("*.json"))  # not a result
     summary = summarize([failed])
     assert summary.endpoint_errors == 1 and summary.rollouts == 0  # not a score of 0
-    assert task_row(failed)["endpoint_error"]
+    assert task_row(failed)["error"] == "endpoint" and task_row(failed)["score"] is None
 
     openai_server.responder = solver()
     retried = run_task(MINIMAL, task, domain, model=model, sandbox=bwrap, cache=cache)
