@@ -38,9 +38,9 @@ SOLUTION_MAX_FILE_MB = 64  # also the most a solution's results may weigh
 CHECKER_CPU_SECONDS = 10**7  # the checker server lives as long as the domain; each job has its own alarm
 _THREADS = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 _FENCE = re.compile(r"```[a-zA-Z0-9_+-]*\n(.*?)```", re.DOTALL)
-# answers with no elements (and their imports): one is probed per task by the selftest, a different kind
-# from task to task, since numpy's comparisons broadcast a size-0 array against anything and a `zip`
-# over an empty result checks nothing (the checker fails them where the expected answer is not empty)
+# answers with no elements (and their imports): the selftest probes one per task, a different kind from
+# task to task: numpy's comparisons broadcast a size-0 array against anything and a `zip` over an empty
+# result checks nothing (the checker fails them where the expected answer is not empty)
 EMPTY_ANSWERS = (
     ("numpy as np", "np.array([])"),
     ("numpy as np", "np.empty((0, 3))"),
@@ -216,11 +216,13 @@ class DS1000Domain(TaskFileDomain):
         return files
 
     def wrong_submissions(self, task: Task) -> list[str]:
-        """Solutions that must never pass: nothing at all, for a function body one that does nothing (an
-        empty body fails to compile, which says little about the tests), and an empty answer."""
+        """Solutions that must never pass: an empty answer (of a kind that changes from task to task),
+        which does nothing toward the task just as an empty solution does and also probes numpy's
+        size-0 broadcast; for a function body, also one that does nothing (an empty body would fail to
+        compile, which says little about the tests)."""
         body = inserts_into_function_body(self._contexts.get(task.id, ""))
         empty = empty_answer(zlib.crc32(task.id.encode()) % len(EMPTY_ANSWERS), body)
-        return ["", "    pass", empty] if body else ["", empty]
+        return ["    pass", empty] if body else [empty]
 
     def describe(self) -> str:
         return (

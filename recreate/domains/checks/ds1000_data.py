@@ -5,12 +5,15 @@ What a solution produced crosses from the sandbox it ran in to the checker as a 
 tuples stay tuples, floats stay exact (repr) and NumPy/pandas/SciPy values come back with their dtypes,
 index and structure; nothing in it names a class to import or a function to call. A value of another
 kind is sent as a placeholder that equals nothing, so a check on it fails instead of trusting it.
+The pandas kinds are in ds1000_pandas.
 """
 
 import base64
 import datetime
 import io
 import json
+
+from ds1000_pandas import PandasDecoding, PandasEncoding, is_pandas
 
 MAX_DEPTH = 64
 SPARSE_FORMATS = ("csr", "csc", "coo", "lil", "dok", "dia", "bsr")
@@ -19,6 +22,7 @@ KINDS = frozenset(
     ("int", "float", "complex", "bytes", "list", "tuple", "set", "frozenset", "dict", "datetime", "date")
     + ("time", "timedelta", "unsupported", "ndarray", "objarray", "npscalar", "sparse", "DataFrame", "Series")
     + ("MultiIndex", "RangeIndex", "Index", "NaT", "NA", "Timestamp", "Timedelta", "Period", "Interval")
+    + ("masked", "matrix", "ExtensionArray")
 )
 
 
@@ -41,9 +45,12 @@ class Unsupported:
         return f"<{self.type_name} that cannot be sent as data: {self.text}>"
 
 
-class Encoder:
+class Encoder(PandasEncoding):
     def __init__(self):
         self.arrays = {}
+
+    def unsupported(self, value):
+        return {"t": "unsupported", "type": _type_name(value), "v": repr(value)[:300]}
 
     def array(self, values):
         key = f"a{len(self.arrays)}"
@@ -54,7 +61,7 @@ class Encoder:
         if depth > MAX_DEPTH:
             raise ValueError("the value is nested too deeply")
         down = depth + 1
-        if value is None or isinstance(value, (bool, str)):
+        if value is None or isinstance(value, (bool, str)) and not _is_numpy(value):  # np.str_ is a str
             return value
         if type(value) is int:
             return {"t": "int", "v": str(value)}
@@ -62,8 +69,13 @@ class Encoder:
             return {"t": "float", "v": repr(value)}
         if type(value) is complex:
             return {"t": "complex", "v": [repr(value.real), repr(value.imag)]}
-        if isinstance(value, bytes):
+        if isinstance(value, bytes) and not _is_numpy(value):
             return {"t": "bytes", "v": base64.b64encode(value).decode()}
+        module = type(value).__module__.split(".")[0]
+        if module == "scipy" and hasattr(value, "tocoo") and getattr(value, "format", None) in SPARSE_FORMATS:
+            coo = value.tocoo()  # before the containers: a dok_matrix is a dict
+            keys = [self.array(coo.row), self.array(coo.col), self.array(coo.data)]
+            return {"t": "sparse", "format": value.format, "shape": list(value.shape), "coo": keys}
         if isinstance(value, (list, tuple, set, frozenset)):
             kind = next(k for k in (list, tuple, set, frozenset) if isinstance(value, k)).__name__
             items = sorted(value, key=repr) if kind in ("set", "frozenset") else value
@@ -73,24 +85,26 @@ class Encoder:
                 "t": "dict",
                 "v": [[self.encode(k, down), self.encode(v, down)] for k, v in value.items()],
             }
-        if isinstance(value, (datetime.datetime, datetime.date, datetime.time)) and not _is_pandas(value):
+        if isinstance(value, (datetime.datetime, datetime.date, datetime.time)) and not is_pandas(value):
             return {"t": type(value).__name__, "v": value.isoformat()}
-        if isinstance(value, datetime.timedelta) and not _is_pandas(value):
+        if isinstance(value, datetime.timedelta) and not is_pandas(value):
             return {"t": "timedelta", "v": [value.days, value.seconds, value.microseconds]}
-        module = type(value).__module__.split(".")[0]
         if module == "numpy":
             return self._numpy(value, down)
         if module == "pandas":
             return self._pandas(value, down)
-        if module == "scipy" and hasattr(value, "tocoo") and getattr(value, "format", None) in SPARSE_FORMATS:
-            coo = value.tocoo()
-            keys = [self.array(coo.row), self.array(coo.col), self.array(coo.data)]
-            return {"t": "sparse", "format": value.format, "shape": list(value.shape), "coo": keys}
-        return {"t": "unsupported", "type": _type_name(value), "v": repr(value)[:300]}
+        return self.unsupported(value)
 
     def _numpy(self, value, depth):
         import numpy as np
 
+        if isinstance(value, np.ma.MaskedArray):
+            fill = value.fill_value  # None: the dtype's default (it may not fit the dtype)
+            fill = None if np.all(fill == np.ma.default_fill_value(value.dtype)) else np.asarray(fill)
+            parts = (np.ma.getdata(value), np.ma.getmaskarray(value), fill)
+            return {"t": "masked", "v": [self.encode(x, depth) for x in parts]}
+        if isinstance(value, np.matrix):
+            return {"t": "matrix", "v": self.encode(np.asarray(value), depth)}
         if isinstance(value, np.ndarray):
             if value.dtype.hasobject:
                 return {
@@ -101,95 +115,11 @@ class Encoder:
             return {"t": "ndarray", "k": self.array(value)}
         if isinstance(value, np.generic) and not value.dtype.hasobject:
             return {"t": "npscalar", "k": self.array(np.asarray(value))}
-        return {"t": "unsupported", "type": _type_name(value), "v": repr(value)[:300]}
-
-    def _values(self, values, depth):
-        """The values of a Series/Index column, kept with their (extension) dtype."""
-        import numpy as np
-        import pandas as pd
-
-        dtype = values.dtype
-        if isinstance(dtype, pd.CategoricalDtype):
-            cats = self.encode(pd.Index(dtype.categories), depth)
-            return {
-                "t": "categorical",
-                "codes": self.array(np.asarray(values.codes)),
-                "cats": cats,
-                "ordered": bool(dtype.ordered),
-            }
-        if isinstance(dtype, pd.DatetimeTZDtype):
-            return {
-                "t": "datetimetz",
-                "k": self.array(np.asarray(values.asi8)),
-                "tz": str(dtype.tz),
-                "unit": dtype.unit,
-            }
-        if isinstance(dtype, np.dtype):
-            return self.encode(np.asarray(values), depth)
-        return {"t": "extension", "dtype": str(dtype), "v": [self.encode(x, depth) for x in values]}
-
-    def _pandas(self, value, depth):
-        import pandas as pd
-
-        if isinstance(value, pd.DataFrame):
-            columns = [self._values(value.iloc[:, i].array, depth) for i in range(value.shape[1])]
-            return {
-                "t": "DataFrame",
-                "index": self.encode(value.index, depth),
-                "columns": self.encode(value.columns, depth),
-                "data": columns,
-            }
-        if isinstance(value, pd.Series):
-            return {
-                "t": "Series",
-                "index": self.encode(value.index, depth),
-                "name": self.encode(value.name, depth),
-                "values": self._values(value.array, depth),
-            }
-        if isinstance(value, pd.MultiIndex):
-            levels = [self.encode(level, depth) for level in value.levels]
-            codes = [self.array(c) for c in value.codes]
-            return {
-                "t": "MultiIndex",
-                "levels": levels,
-                "codes": codes,
-                "names": self.encode(list(value.names), depth),
-            }
-        if isinstance(value, pd.RangeIndex):
-            return {
-                "t": "RangeIndex",
-                "v": [value.start, value.stop, value.step],
-                "name": self.encode(value.name, depth),
-            }
-        if isinstance(value, pd.Index):
-            freq = getattr(value, "freqstr", None)
-            return {
-                "t": "Index",
-                "values": self._values(value.array, depth),
-                "name": self.encode(value.name, depth),
-                "freq": freq,
-            }
-        if value is pd.NaT:
-            return {"t": "NaT"}
-        if value is pd.NA:
-            return {"t": "NA"}
-        if isinstance(value, pd.Timestamp):
-            return {"t": "Timestamp", "v": value.isoformat(), "tz": str(value.tz) if value.tz else None}
-        if isinstance(value, pd.Timedelta):
-            return {"t": "Timedelta", "v": str(value.value)}
-        if isinstance(value, pd.Period):
-            return {"t": "Period", "v": str(value), "freq": value.freqstr}
-        if isinstance(value, pd.Interval):
-            return {
-                "t": "Interval",
-                "v": [self.encode(value.left, depth), self.encode(value.right, depth)],
-                "closed": value.closed,
-            }
-        return {"t": "unsupported", "type": _type_name(value), "v": repr(value)[:300]}
+        return self.unsupported(value)
 
 
-def _is_pandas(value):
-    return type(value).__module__.startswith("pandas")
+def _is_numpy(value):
+    return type(value).__module__ == "numpy"
 
 
 def _type_name(value):
@@ -222,7 +152,7 @@ def loads(text, npz):
         raise DecodeError(f"{type(exc).__name__}: {exc}") from exc
 
 
-class Decoder:
+class Decoder(PandasDecoding):
     def __init__(self, arrays):
         self.arrays = arrays
 
@@ -293,12 +223,24 @@ class Decoder:
     def _ndarray(self, node, depth):
         return self.array(node["k"])
 
+    def _masked(self, node, depth):
+        import numpy as np
+
+        data, mask, fill = (self.decode(x, depth) for x in node["v"])
+        return np.ma.MaskedArray(data, mask=mask, fill_value=None if fill is None else fill[()])
+
+    def _matrix(self, node, depth):
+        import numpy as np
+
+        return np.asmatrix(self.decode(node["v"], depth))
+
     def _objarray(self, node, depth):
         import numpy as np
 
         items = self._items(node, depth)
         out = np.empty(len(items), dtype=object)
-        out[:] = items if items else []
+        for i, item in enumerate(items):  # one by one: a slice assignment would unpack lists and tuples
+            out[i] = item
         return out.reshape([int(n) for n in node["shape"]])
 
     def _npscalar(self, node, depth):
@@ -312,89 +254,3 @@ class Decoder:
         row, col, data = (self.array(k) for k in node["coo"])
         shape = tuple(int(n) for n in node["shape"])
         return scipy.sparse.coo_matrix((data, (row, col)), shape=shape).asformat(node["format"])
-
-    def _values(self, node, depth):
-        import pandas as pd
-
-        kind = node.get("t")
-        if kind == "categorical":
-            cats = self.decode(node["cats"], depth)
-            return pd.Categorical.from_codes(
-                self.array(node["codes"]), categories=cats, ordered=bool(node["ordered"])
-            )
-        if kind == "datetimetz":
-            naive = pd.DatetimeIndex(self.array(node["k"]).astype(f"datetime64[{node['unit']}]"))
-            return naive.tz_localize("UTC").tz_convert(str(node["tz"])).array
-        if kind == "extension":
-            return pd.array(self._items(node, depth), dtype=str(node["dtype"]))
-        return self.decode(node, depth)
-
-    def _DataFrame(self, node, depth):
-        import pandas as pd
-
-        index, columns = self.decode(node["index"], depth), self.decode(node["columns"], depth)
-        data = {i: self._values(column, depth) for i, column in enumerate(node["data"])}
-        frame = pd.DataFrame(data, index=index) if data else pd.DataFrame(index=index)
-        frame.columns = columns
-        return frame
-
-    def _Series(self, node, depth):
-        import pandas as pd
-
-        index = self.decode(node["index"], depth)
-        return pd.Series(
-            self._values(node["values"], depth), index=index, name=self.decode(node["name"], depth)
-        )
-
-    def _MultiIndex(self, node, depth):
-        import pandas as pd
-
-        levels = [self.decode(level, depth) for level in node["levels"]]
-        codes = [self.array(c) for c in node["codes"]]
-        return pd.MultiIndex(levels=levels, codes=codes, names=self.decode(node["names"], depth))
-
-    def _RangeIndex(self, node, depth):
-        import pandas as pd
-
-        start, stop, step = (int(n) for n in node["v"])
-        return pd.RangeIndex(start, stop, step, name=self.decode(node["name"], depth))
-
-    def _Index(self, node, depth):
-        import pandas as pd
-
-        values = self._values(node["values"], depth)
-        index = pd.Index(values, name=self.decode(node["name"], depth), tupleize_cols=False)
-        if node.get("freq"):
-            index.freq = str(node["freq"])
-        return index
-
-    def _NaT(self, node, depth):
-        import pandas as pd
-
-        return pd.NaT
-
-    def _NA(self, node, depth):
-        import pandas as pd
-
-        return pd.NA
-
-    def _Timestamp(self, node, depth):
-        import pandas as pd
-
-        return pd.Timestamp(str(node["v"]))
-
-    def _Timedelta(self, node, depth):
-        import pandas as pd
-
-        return pd.Timedelta(int(node["v"]))
-
-    def _Period(self, node, depth):
-        import pandas as pd
-
-        return pd.Period(str(node["v"]), freq=str(node["freq"]))
-
-    def _Interval(self, node, depth):
-        import pandas as pd
-
-        left, right = (self.decode(x, depth) for x in node["v"])
-        return pd.Interval(left, right, closed=str(node["closed"]))

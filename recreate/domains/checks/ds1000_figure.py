@@ -3,11 +3,13 @@
 The plot problems' checks inspect the live figure (`plt.gca().lines[0].get_marker()`, legend font
 sizes, tick labels...). The solution's sandbox sends `summarize()` of its current figure; the checker
 `rebuild()`s real matplotlib objects from that summary and runs the problem's own check on them. What
-the summary keeps: figure size; per axes: position, frame, title, axis labels (text, position), limits,
-scales, major and minor ticks (locations, labels, rotation, visibility); lines (data, style, marker,
-colours, width, z-order, label; `axline`s as such); patches (vertices, colours, kind); collections
-(offsets, colours); images (shape, colormap); the legend (texts, font sizes, title, visibility).
-A check that reads anything else sees the default of a fresh figure.
+the summary keeps: figure size; per axes: position, frame, visibility (the axes, `axis("off")`, each axis,
+each spine), title and axis labels (text, font size, rotation, position, visibility), limits, scales,
+major and minor ticks (locations, labels, rotation, visibility of labels, tick marks on both sides and
+grid lines); lines (data, style, marker, colours, width, z-order, label, visibility; `axline`s as such);
+patches (vertices, colours, kind, visibility); collections (offsets, colours, visibility); images
+(shape, colormap, visibility); the legend (texts, font sizes, title, visibility). Every artist kept
+keeps its visibility. A check that reads anything else sees the default of a fresh figure.
 """
 
 LINE_PROPS = (
@@ -39,9 +41,14 @@ def _text(text):
 def _axis(axis, which):
     ticks = axis.get_minor_ticks() if which == "minor" else axis.get_major_ticks()
     locs = axis.get_minorticklocs() if which == "minor" else axis.get_majorticklocs()
-    labels = [_text(t.label1) for t in ticks[: len(locs)]]
-    visible = [bool(t.tick1line.get_visible()) for t in ticks[: len(locs)]]
-    return {"locs": [float(v) for v in locs], "labels": labels, "tick1_visible": visible}
+    ticks = ticks[: len(locs)]
+    return {
+        "locs": [float(v) for v in locs],
+        "labels": [_text(t.label1) for t in ticks],
+        "tick1_visible": [bool(t.tick1line.get_visible()) for t in ticks],
+        "tick2_visible": [bool(t.tick2line.get_visible()) for t in ticks],
+        "grid_visible": [bool(t.gridline.get_visible()) for t in ticks],
+    }
 
 
 def _line(line):
@@ -71,6 +78,7 @@ def _patch(patch):
         "facecolor": patch.get_facecolor(),
         "edgecolor": patch.get_edgecolor(),
         "zorder": patch.get_zorder(),
+        "visible": patch.get_visible(),
         **extra,
     }
 
@@ -80,7 +88,11 @@ def _axes(ax):
     return {
         "position": tuple(ax.get_position().bounds),
         "frame_on": ax.get_frame_on(),
-        "title": ax.get_title(),
+        "visible": ax.get_visible(),
+        "axison": ax.axison,
+        "axis_visible": (ax.xaxis.get_visible(), ax.yaxis.get_visible()),
+        "spines_visible": {name: spine.get_visible() for name, spine in ax.spines.items()},
+        "title": _text(ax.title),
         "xlabel": _text(ax.xaxis.get_label()),
         "ylabel": _text(ax.yaxis.get_label()),
         "xlim": tuple(ax.get_xlim()),
@@ -94,10 +106,18 @@ def _axes(ax):
         "lines": [_line(line) for line in ax.lines],
         "patches": [_patch(p) for p in ax.patches],
         "collections": [
-            {"offsets": c.get_offsets(), "facecolors": c.get_facecolor(), "edgecolors": c.get_edgecolor()}
+            {
+                "offsets": c.get_offsets(),
+                "facecolors": c.get_facecolor(),
+                "edgecolors": c.get_edgecolor(),
+                "visible": c.get_visible(),
+            }
             for c in ax.collections
         ],
-        "images": [{"shape": tuple(im.get_array().shape), "cmap": im.cmap.name} for im in ax.images],
+        "images": [
+            {"shape": tuple(im.get_array().shape), "cmap": im.cmap.name, "visible": im.get_visible()}
+            for im in ax.images
+        ],
         "legend": None
         if legend is None
         else {
@@ -136,9 +156,15 @@ def _set_ticks(axis, which, data):
     minor = which == "minor"
     axis.set_ticks(data["locs"], [t["text"] for t in data["labels"]] if data["labels"] else None, minor=minor)
     ticks = axis.get_minor_ticks(len(data["locs"])) if minor else axis.get_major_ticks(len(data["locs"]))
-    for tick, label, visible in zip(ticks, data["labels"], data["tick1_visible"], strict=False):
+    grid = data["grid_visible"]
+    if grid and all(grid):
+        axis.grid(True, which=which)  # as `grid()` leaves it: ticks made later get grid lines too
+    for tick, label, *shown in zip(
+        ticks, data["labels"], data["tick1_visible"], data["tick2_visible"], grid, strict=False
+    ):
         _set_text(tick.label1, label)
-        tick.tick1line.set_visible(visible)
+        for line, visible in zip((tick.tick1line, tick.tick2line, tick.gridline), shown, strict=True):
+            line.set_visible(visible)
 
 
 def _rebuild_axes(figure, data):
@@ -149,7 +175,14 @@ def _rebuild_axes(figure, data):
 
     ax = figure.add_axes(data["position"])
     ax.set_frame_on(data["frame_on"])
-    ax.set_title(data["title"])
+    ax.set_visible(data["visible"])
+    ax.set_axis_on() if data["axison"] else ax.set_axis_off()
+    for axis, visible in zip((ax.xaxis, ax.yaxis), data["axis_visible"], strict=True):
+        axis.set_visible(visible)
+    for name, visible in data["spines_visible"].items():
+        if name in ax.spines:
+            ax.spines[name].set_visible(visible)
+    _set_text(ax.title, data["title"])
     ax.set_xscale(data["scales"][0])
     ax.set_yscale(data["scales"][1])
     for line in data["lines"]:
@@ -165,6 +198,7 @@ def _rebuild_axes(figure, data):
             "facecolor": patch["facecolor"],
             "edgecolor": patch["edgecolor"],
             "zorder": patch["zorder"],
+            "visible": patch["visible"],
         }
         if patch["kind"] == "rectangle":
             made = Rectangle(patch["xy"], patch["width"], patch["height"], **colours)
@@ -178,10 +212,12 @@ def _rebuild_axes(figure, data):
         made.set_offsets(collection["offsets"])
         made.set_facecolor(collection["facecolors"])
         made.set_edgecolor(collection["edgecolors"])
+        made.set_visible(collection["visible"])
     for image in data["images"]:
         name = image["cmap"]
         cmap = name if name in matplotlib.colormaps else None
-        ax.imshow(__import__("numpy").zeros(image["shape"][:2]), cmap=cmap)
+        made = ax.imshow(__import__("numpy").zeros(image["shape"][:2]), cmap=cmap)
+        made.set_visible(image["visible"])
     for name in ("x", "y"):
         axis = getattr(ax, f"{name}axis")
         for which in ("major", "minor"):
