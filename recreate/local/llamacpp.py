@@ -5,7 +5,7 @@ Runs as its own process (`python -m recreate.local.llamacpp --model FILE --port 
 135M embedded model on one core. Its chat template for SmolLM2 drops `tools`, so agents on it use the
 text action format. `logprobs` requests return the sampled tokens' log-probabilities and ids.
 LoRA adapters from the trainer are not loaded here (they would need a GGUF conversion): the training
-loop serves through vLLM.
+loop serves through vLLM. Its CORS answers name its own origin only, never a caller's.
 """
 
 from __future__ import annotations
@@ -67,6 +67,11 @@ def serve(args: argparse.Namespace) -> None:
     params.cpuparams.n_threads = args.threads
     params.cpuparams_batch.n_threads = args.threads
     params.use_jinja = True
+    # CORS: llama.cpp reflects any Origin by default, which lets any web page read the answers; name our
+    # own origin instead (a page elsewhere gets a header that is not its origin: the browser blocks it)
+    params.cors_origins = f"http://{args.host}:{args.port}"
+    params.cors_origins_explicit = True
+    params.cors_credentials = False
     server = xllamacpp.Server(params)
     print(f"llamacpp: serving {args.alias} at http://{args.host}:{args.port}/v1", flush=True)
     threading.Event().wait()  # the server runs in its own threads; this process lives until killed

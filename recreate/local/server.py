@@ -4,6 +4,12 @@ Each server writes a state file under `RECREATE_HOME/models/servers/` (so `recre
 another process finds it) and logs to `RECREATE_HOME/logs/`. A server started for a run dies with the
 process that started it (the kernel sends it SIGKILL when its parent goes, `PR_SET_PDEATHSIG`), so a
 killed run leaves no server behind; `recreate model serve` starts one that outlives the command.
+The death signal fires when the *thread* that forked the child ends, so every server is forked by one
+thread that lives as long as this process (`_SPAWNER`), whichever thread asks for it.
+
+A server's environment is an allow-list (`server_env`): locale, paths, thread and accelerator settings,
+model caches. Nothing else of ours reaches it (no API keys, tokens, connection strings), and nothing
+secret-looking even where a prefix is allowed.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import signal
 import socket
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -27,6 +34,16 @@ from recreate.local.embedded import LocalModelError
 
 PR_SET_PDEATHSIG = 1
 LOG_TAIL_LINES = 15
+# what a model server may inherit from us
+ENV_NAMES = frozenset(
+    {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP", "LD_LIBRARY_PATH",
+     "VIRTUAL_ENV", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+     "TORCH_HOME", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "CUDA_VISIBLE_DEVICES"}
+)  # fmt: skip
+ENV_PREFIXES = ("LC_", "OMP_", "MKL_", "OPENBLAS_", "KMP_", "GOMP_", "GGML_", "LLAMA_", "VLLM_", "NVIDIA_")
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "PAT", "URL", "DSN")
+# the one thread that forks servers: PR_SET_PDEATHSIG follows the forking thread, and this one never ends
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recreate-server-spawner")
 
 
 @dataclass
@@ -114,9 +131,23 @@ def running_servers(home: Path) -> list[ServerInfo]:
     return found
 
 
-def _die_with_parent() -> None:
+def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The allow-listed part of our environment, plus `extra` (what the engine needs, set by us)."""
+    allowed = {
+        name: value
+        for name, value in os.environ.items()
+        if (name in ENV_NAMES or name.startswith(ENV_PREFIXES)) and not _is_secret(name)
+    }
+    return allowed | (extra or {})
+
+
+def _die_with(owner: int) -> None:
+    """In the child, before exec: SIGKILL when the forking thread (the spawner) ends; and at once if
+    `owner` is already gone (it died between the fork and this call)."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != owner:
+        os._exit(1)
 
 
 def log_tail(path: str | Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -131,7 +162,7 @@ class LocalServer:
     """Start `command` (a server that answers the OpenAI API at `base_url`) and wait until it is ready.
 
     `detach=False` ties the server's life to this process (see the module doc); use it as a context
-    manager or call `stop()`. The environment it gets has no API keys: it needs none."""
+    manager or call `stop()`. Its environment is `server_env(env)`: no API keys or other secrets."""
 
     def __init__(
         self,
@@ -164,17 +195,18 @@ class LocalServer:
                 f"port {self.info.port} on {host} is already in use (another server?): choose another "
                 "--port, or leave --port out for a free one"
             )
-        env = {k: v for k, v in os.environ.items() if not _is_secret(k)} | self.extra_env
+        owner = os.getpid()
         with open(self.info.log, "ab") as log:
-            self.process = subprocess.Popen(
+            self.process = _SPAWNER.submit(
+                subprocess.Popen,
                 self.command,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=env,
+                env=server_env(self.extra_env),
                 start_new_session=True,  # a Ctrl-C in the terminal reaches us, and we stop it in order
-                preexec_fn=None if self.detach else _die_with_parent,
-            )
+                preexec_fn=None if self.detach else lambda: _die_with(owner),
+            ).result()
         self.info.pid = self.process.pid
         try:
             self._wait_ready()
@@ -240,5 +272,5 @@ def stop_server(home: Path, info: ServerInfo) -> None:
 
 
 def _is_secret(name: str) -> bool:
-    upper = name.upper()
-    return any(word in upper for word in ("KEY", "TOKEN", "SECRET", "PASSWORD"))
+    parts = name.upper().replace("-", "_").split("_")
+    return any(word in part for part in parts for word in _SECRET_WORDS if part != "PATH")

@@ -3,13 +3,18 @@
 Every page is a Jinja2 template with autoescaping on for all of it: trajectories hold model output, which
 is untrusted. The only markup not escaped by Jinja is the SVG of `recreate.ui.charts` (numbers and
 escaped labels). The only routes are GETs; a Content-Security-Policy allows scripts from this server
-only (no inline script), so even markup that slipped through could not run."""
+only (no inline script), so even markup that slipped through could not run.
+
+A request whose Host header is not this server's (the bound host, localhost, 127.0.0.1 or [::1], with its
+port) gets 421: a web page that rebinds its own DNS name to 127.0.0.1 reaches the socket but not the data.
+Error pages never show the home's absolute path."""
 
 from __future__ import annotations
 
 import contextlib
+import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -19,9 +24,10 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from recreate.ui.pages import Pages
 
@@ -32,6 +38,38 @@ HEADERS = {
     "Referrer-Policy": "no-referrer",
 }
 STATIC = Path(__file__).with_name("static")
+LOOPBACK = ("localhost", "127.0.0.1", "[::1]")
+_LOOPBACK_HOST = re.compile(r"(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?")
+
+
+def allowed_hosts(host: str, port: int, extra: Iterable[str] = ()) -> frozenset[str]:
+    """The Host headers this server answers: the bound host and the loopback names, with the port (and
+    without it on port 80, as browsers send it)."""
+    bound = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    names = {bound.lower(), *LOOPBACK, *(name.lower() for name in extra)}
+    return frozenset({f"{name}:{port}" for name in names} | (names if port == 80 else set()))
+
+
+class HostCheck:
+    """Refuse (421) a request whose Host header is not one of `hosts` (None: any loopback name, any port)."""
+
+    def __init__(self, app: ASGIApp, hosts: frozenset[str] | None) -> None:
+        self.app, self.hosts = app, hosts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket") and not self._allowed(_host_header(scope)):
+            reply = PlainTextResponse("misdirected request: unknown Host header", status_code=421)
+            await reply(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _allowed(self, host: str) -> bool:
+        return host in self.hosts if self.hosts is not None else bool(_LOOPBACK_HOST.fullmatch(host))
+
+
+def _host_header(scope: Scope) -> str:
+    values = [v for k, v in scope.get("headers", []) if k == b"host"]
+    return values[0].decode("latin-1").strip().lower() if len(values) == 1 else ""
 
 
 def _environment() -> Environment:
@@ -46,10 +84,18 @@ def _environment() -> Environment:
     return env
 
 
-def create_app(home: str | Path, *, embedding: str = "hash", chroma_url: str | None = None) -> Starlette:
+def create_app(
+    home: str | Path,
+    *,
+    embedding: str = "hash",
+    chroma_url: str | None = None,
+    hosts: frozenset[str] | None = None,
+) -> Starlette:
     """The app over `home`; `embedding`/`chroma_url` must be those the home's store was built with
-    (the settings' values), for the experience search."""
+    (the settings' values), for the experience search. `hosts`: the Host headers it answers
+    (`allowed_hosts`); None: loopback names on any port."""
     pages = Pages(Path(home), embedding=embedding, chroma_url=chroma_url)
+    shown_home = {str(pages.home), str(pages.home.absolute()), str(pages.home.resolve())}
     env = _environment()
 
     def page(template: str, handler: Any) -> Any:
@@ -62,9 +108,11 @@ def create_app(home: str | Path, *, embedding: str = "hash", chroma_url: str | N
 
     async def not_found(request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
-        detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
+        detail = str(exc.detail) if isinstance(exc, HTTPException) else "internal error"
+        for path in sorted(shown_home, key=len, reverse=True):  # longest first: no half-replaced path
+            detail = detail.replace(path, "<home>")
         html = env.get_template("error.html").render(
-            request=request, status=status, detail=detail, home=pages.home
+            request=request, status=status, detail=detail, home="<home>"
         )
         return HTMLResponse(html, status_code=status, headers=HEADERS)
 
@@ -87,12 +135,22 @@ def create_app(home: str | Path, *, embedding: str = "hash", chroma_url: str | N
         yield
         pages.trajectories.close()
 
-    return Starlette(
+    app = Starlette(
         routes=routes, exception_handlers={HTTPException: not_found, Exception: not_found}, lifespan=lifespan
     )
+    app.add_middleware(HostCheck, hosts=hosts)
+    return app
 
 
-def serve(home: str | Path, *, host: str = "127.0.0.1", port: int = 8765, **options: Any) -> None:
+def serve(
+    home: str | Path,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    allow_hosts: Iterable[str] = (),
+    **options: Any,
+) -> None:
     import uvicorn
 
-    uvicorn.run(create_app(home, **options), host=host, port=port, log_level="warning")
+    app = create_app(home, hosts=allowed_hosts(host, port, allow_hosts), **options)
+    uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -13,6 +13,12 @@ def ui_command(
     home: Path = typer.Option(None, "--home", help="the recreate home to show (default: RECREATE_HOME)"),
     host: str = typer.Option("127.0.0.1", "--host", help="address to bind; only this machine by default"),
     port: int = typer.Option(8765, "--port", help="port to listen on"),
+    allow_host: list[str] = typer.Option(
+        [],
+        "--allow-host",
+        help="another name this server is reached by (repeatable; default: the bound host, "
+        "localhost, 127.0.0.1, [::1])",
+    ),
 ) -> None:
     """A local web app over the home: runs, lineage with evidence, trajectories, experience, training."""
     try:
@@ -25,4 +31,5 @@ def ui_command(
     if not settings.home.is_dir():
         raise typer.BadParameter(f"{settings.home} is not a directory: pass --home DIR (a recreate home)")
     typer.echo(f"recreate ui on http://{host}:{port}/ over {settings.home} (read-only; Ctrl-C stops it)")
-    serve(settings.home, host=host, port=port, embedding=settings.embedding, chroma_url=settings.chroma_url)
+    serve(settings.home, host=host, port=port, allow_hosts=allow_host, embedding=settings.embedding,
+          chroma_url=settings.chroma_url)  # fmt: skip

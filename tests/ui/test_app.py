@@ -37,7 +37,7 @@ def _pages(home: UiHome) -> list[str]:
 
 @pytest.fixture(scope="module")
 def client(ui_home: UiHome) -> TestClient:
-    return TestClient(create_app(ui_home.path, embedding="hash"))
+    return TestClient(create_app(ui_home.path, embedding="hash"), base_url="http://127.0.0.1:8765")
 
 
 def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
@@ -75,7 +75,8 @@ def test_model_output_is_escaped(client):
     assert page.count("&lt;img src=") >= 6  # messages, action, stdout, stderr, submission, feedback
 
 
-def test_unknown_things_are_a_404_that_says_what_is_missing(client):
+def test_unknown_things_are_a_404_that_says_what_is_missing(client, ui_home):
+    homes = {str(ui_home.path), str(ui_home.path.resolve())}
     for url, missing in (
         ("/runs/evolve-nope", "no evolve run 'evolve-nope'"),
         ("/trajectories/t-nope", "no trajectory 't-nope'"),
@@ -86,6 +87,7 @@ def test_unknown_things_are_a_404_that_says_what_is_missing(client):
     ):
         reply = client.get(url)
         assert reply.status_code == 404 and missing in html.unescape(reply.text), url
+        assert not any(home in html.unescape(reply.text) for home in homes), url  # no absolute home path
     reply = client.get("/experience?offset=many")
     assert reply.status_code == 400 and "offset must be a whole number" in reply.text
     assert "scope must be one of" in client.get("/experience?q=x&scope=everything").text
@@ -190,7 +192,7 @@ def _open_under(root: Path) -> list[str]:
 def test_the_store_a_search_opened_is_closed_when_the_app_stops(ui_home: UiHome) -> None:
     root = ui_home.path / "experience"
     before = Counter(_open_under(root))  # what earlier tests' clients hold
-    with TestClient(create_app(ui_home.path, embedding="hash")) as app_client:
+    with TestClient(create_app(ui_home.path, embedding="hash"), base_url="http://localhost") as app_client:
         assert app_client.get("/experience?q=error").status_code == 200
         assert Counter(_open_under(root)) - before  # the search opened the store
     assert not Counter(_open_under(root)) - before
