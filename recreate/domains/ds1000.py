@@ -38,9 +38,10 @@ SOLUTION_MAX_FILE_MB = 64  # also the most a solution's results may weigh
 CHECKER_CPU_SECONDS = 10**7  # the checker server lives as long as the domain; each job has its own alarm
 _THREADS = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 _FENCE = re.compile(r"```[a-zA-Z0-9_+-]*\n(.*?)```", re.DOTALL)
-# answers with no elements (and their imports): the selftest probes one per task, a different kind from
-# task to task: numpy's comparisons broadcast a size-0 array against anything and a `zip` over an empty
-# result checks nothing (the checker fails them where the expected answer is not empty)
+# answers with nothing in them (and their imports): the selftest probes one per task, a different kind
+# from task to task: numpy's comparisons broadcast a size-0 array against anything and a `zip` over an
+# empty result checks nothing, so the checker fails a result with no elements where the expected answer
+# has some (None, which has no size, is left to the problems' own checks, which fail it)
 EMPTY_ANSWERS = (
     ("numpy as np", "np.array([])"),
     ("numpy as np", "np.empty((0, 3))"),
