@@ -163,10 +163,11 @@ class ServedPolicy:
                 old.gguf.unlink(missing_ok=True)
 
     # -- serving ---------------------------------------------------------------------------------
-    def serve(self) -> ServerInfo:
-        """(Re)start llama.cpp on the current version; its name is the model name agents record."""
+    def serve(self, version: PolicyVersion | None = None) -> ServerInfo:
+        """(Re)start llama.cpp on `version` (default: the current one); its name is the model name
+        agents record. Serving another version changes no version: `serve()` goes back to the current."""
         self.stop()
-        version = self.current
+        version = version or self.current
         assert version.gguf is not None
         port = free_port()
         command = llamacpp.command(

@@ -157,6 +157,9 @@ def local_chat_model(info: ServerInfo, role: str) -> BaseChatModel:
     """A chat model on a local server for an optimizer role (optimizer, synthesis, bootstrap)."""
     from recreate.models import make_chat_model
 
-    return make_chat_model(
+    model = make_chat_model(
         info.spec, role=role, temperature=LOCAL_TEMPERATURE, max_tokens=LOCAL_REPLY_TOKENS[role]
     )
+    # what the optimizer's "auto" protocol reads: a chat template without tool calls gets the structured one
+    model.metadata = {**(model.metadata or {}), "tool_calls": info.tool_calls}
+    return model

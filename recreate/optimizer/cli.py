@@ -21,6 +21,7 @@ from recreate.config import load_settings
 from recreate.console import make_console
 from recreate.local import LOCAL_SPEC
 from recreate.optimizer.plan import print_plan
+from recreate.optimizer.protocol import PROTOCOLS
 from recreate.optimizer.summary import print_summary
 
 if TYPE_CHECKING:
@@ -122,6 +123,18 @@ def evolve_command(
         help="Gate: accept a candidate when the 95% lower bound of its mean improvement is above this.",
     ),
     val_seeds: int = typer.Option(1, "--val-seeds", min=1, help="Validation runs per task and version."),
+    test_seeds: int = typer.Option(
+        2, "--test-seeds", min=0, help="Runs per test task of the seed and final pairs at the end (0: none)."
+    ),
+    random_seed: int = typer.Option(
+        0, "--random-seed", help="The run's random seed: batches, agent sampling seeds, gate resampling."
+    ),
+    optimizer_protocol: str = typer.Option(
+        "auto",
+        "--optimizer-protocol",
+        help="agentic (tool calls), structured (one constrained call; for models without tool calls) "
+        "or auto (structured for such local models).",
+    ),
     sandbox: str = typer.Option(None, "--sandbox", help="bwrap (default), docker or local."),
     resume: str = typer.Option(None, "--resume", help="Resume the run with this id."),
     force: bool = typer.Option(False, "--force", help="Resume even where the stored run config differs."),
@@ -152,6 +165,11 @@ def evolve_command(
     from recreate.optimizer.report import write_report
     from recreate.scaffold import load_scaffold
 
+    if optimizer_protocol not in PROTOCOLS:
+        raise typer.BadParameter(
+            f"{optimizer_protocol!r}: choose one of {', '.join(PROTOCOLS)}",
+            param_hint=["--optimizer-protocol"],
+        )
     unknown = sorted(set(ablate) - set(ABLATIONS))
     if unknown:
         raise typer.BadParameter(f"unknown ablation(s) {unknown}; choose from {', '.join(ABLATIONS)}")
@@ -172,6 +190,9 @@ def evolve_command(
         max_concurrency=concurrency,
         min_improvement=min_improvement,
         val_seeds=val_seeds,
+        test_seeds=test_seeds,
+        seed=random_seed,
+        optimizer_protocol=optimizer_protocol,
         max_rollouts=max_rollouts,
         max_wall_s=max_wall_s,
         bootstrap=bootstrap,

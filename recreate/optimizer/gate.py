@@ -102,3 +102,19 @@ def paired_gate(
         len(keys) - wins - losses,
         min_improvement,
     )
+
+
+def mean_interval(scores: dict[str, float], *, seed: int = 0) -> tuple[float, float, float]:
+    """The mean of `scores` (keys as in `paired_gate`) with its 95% interval: a percentile bootstrap
+    over tasks (a task's seeds resampled together), as the gate's."""
+    if not scores:
+        return 0.0, 0.0, 0.0
+    by_task: dict[str, list[float]] = defaultdict(list)
+    for key, value in scores.items():
+        by_task[task_of(key)].append(value)
+    per_task = np.array([np.mean(v) for _, v in sorted(by_task.items())])
+    rng = np.random.default_rng(seed)
+    means = per_task[rng.integers(0, len(per_task), size=(RESAMPLES, len(per_task)))].mean(axis=1)
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low, high = (float(x) for x in np.percentile(means, [tail, 100 - tail]))
+    return float(np.mean(list(scores.values()))), low, high

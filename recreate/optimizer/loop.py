@@ -35,13 +35,15 @@ from langgraph.types import Send
 from typing_extensions import TypedDict  # pydantic (LangGraph server schemas) needs it on 3.11
 
 from recreate.domains.base import Domain, Task
-from recreate.evaluation.errors import endpoint_down, is_endpoint_error
+from recreate.evaluation.errors import endpoint_down, error_reason, is_rollout_error
 from recreate.experience.schema import Trajectory
 from recreate.models import BudgetExceeded
 from recreate.optimizer import progress
 from recreate.optimizer.counters import memory_votes
+from recreate.optimizer.final_test import final_test
 from recreate.optimizer.gate import paired_gate
 from recreate.optimizer.proposals import Proposal
+from recreate.optimizer.protocol import resolve_protocol
 from recreate.optimizer.reflect import Ablations, reflect_on_run
 from recreate.optimizer.spend import RunSpend
 from recreate.optimizer.synthesis import SizeBudget, apply_directly, bootstrap, scaffold_size, synthesize
@@ -64,7 +66,11 @@ class EvolveConfig:
     max_rollouts: int | None = None  # counted over the whole run, across resumes (like the $ ledger)
     max_wall_s: float | None = None  # likewise
     reflect_steps: int = 16
+    # "agentic": the meta-agent inspects with tools; "structured": one constrained call per reflection
+    # (models without tool calls); "auto": structured when the optimizer model is known not to call tools
+    optimizer_protocol: str = "auto"
     bootstrap: bool = False  # let the optimizer model write v0 from the seed and the domain description
+    test_seeds: int = 2  # runs per test task of the seed pair and the final pair at the end (0: no test)
 
 
 class EvolveState(TypedDict, total=False):
@@ -76,6 +82,7 @@ class EvolveState(TypedDict, total=False):
     patches: Annotated[list[dict[str, Any]], operator.add]  # one per round
     history: Annotated[list[dict[str, Any]], operator.add]  # one per version (v0 and each candidate)
     model: str  # the accepted policy version (runs with --finetune-every)
+    test: dict[str, Any]  # the final, untouched test: seed pair vs final pair (see `final_test`)
     models: Annotated[list[dict[str, Any]], operator.add]  # one per fine-tuning step
     final: str
 
@@ -94,6 +101,14 @@ def task_seed(base: int, *parts: object) -> int:
 def val_seed(base: int, gate_round: int | tuple[str, int], task_id: str, run: int) -> int:
     """The seed of validation run `run` of a task at the gate of `gate_round` (v0 is scored at gate 0's)."""
     return task_seed(base, "val", gate_round, task_id, run)
+
+
+def test_tasks(domain: Domain, trainset: list[Task], valset: list[Task]) -> list[Task]:
+    """The domain's test split less any task the run trains or validates on (none, for a sound split)."""
+    with contextlib.suppress(ValueError, LookupError, OSError):  # a domain without a test split
+        used = {t.id for t in [*trainset, *valset]}
+        return [t for t in domain.tasks("test") if t.id not in used]
+    return []
 
 
 def held_out_task_ids(domain: Domain, trainset: list[Task], valset: list[Task]) -> frozenset[str]:
@@ -129,9 +144,11 @@ class EvolveLoop:
         self.trainset, self.valset = trainset, valset
         self.tasks = {t.id: t for t in [*trainset, *valset]}
         self.held_out = held_out_task_ids(domain, trainset, valset)
+        self.testset = test_tasks(domain, trainset, valset)
         self.experience, self.rollout, self.sandbox = experience, rollout, sandbox
         self.model, self.synthesis_model = optimizer_model, synthesis_model
         self.run_dir, self.config, self.finetune = run_dir, config, finetune
+        self.protocol = resolve_protocol(config.optimizer_protocol, optimizer_model)
         self.spend = RunSpend(
             run_dir / "spent.json", max_rollouts=config.max_rollouts, max_wall_s=config.max_wall_s
         )
@@ -155,23 +172,29 @@ class EvolveLoop:
             return list(pool.map(lambda job: self._run(*job), jobs))
 
     def evaluate(
-        self, scaffold: Scaffold, gate_round: int | tuple[str, int]
+        self,
+        scaffold: Scaffold,
+        gate_round: int | tuple[str, int] | str,
+        *,
+        tasks: list[Task] | None = None,
+        runs: int | None = None,
     ) -> tuple[dict[str, float], list[str]]:
-        """Validation scores per (task, seed) on the seeds of `gate_round` (the same for every version
-        scored there: paired), and the endpoint errors, which are no scores."""
-        runs, began = self.config.val_seeds, time.monotonic()
+        """Scores per (task, seed) on the seeds of `gate_round` (the same for every version scored there:
+        paired) over `tasks` (default: the validation split), and the errors, which are no scores."""
+        tasks = self.valset if tasks is None else tasks
+        runs, began = runs or self.config.val_seeds, time.monotonic()
         label = scaffold.ref or scaffold.name
         if self.finetune is not None:  # the model changes too: say which one runs
             label += f" with {self.finetune.model_name}"
-        progress.validating(label, len(self.valset), runs)
-        jobs = [(task, i) for task in self.valset for i in range(runs)]
+        progress.validating(label, len(tasks), runs)
+        jobs = [(task, i) for task in tasks for i in range(runs)]
         trajectories = self.run_all(
             [(scaffold, task, val_seed(self.config.seed, gate_round, task.id, i)) for task, i in jobs]
         )
         keys = [task.id if runs == 1 else f"{task.id}#{i}" for task, i in jobs]
         done = list(zip(keys, trajectories, strict=True))
-        scores = {key: t.evaluation.score for key, t in done if t.evaluation and not is_endpoint_error(t)}
-        errors = [f"{key}: {t.outcome.error}" for key, t in done if is_endpoint_error(t)]
+        scores = {key: t.evaluation.score for key, t in done if t.evaluation and not is_rollout_error(t)}
+        errors = [f"{key}: {error_reason(t)}" for key, t in done if is_rollout_error(t)]
         progress.validated(label, scores, errors, time.monotonic() - began)
         return scores, errors
 
@@ -221,13 +244,13 @@ class EvolveLoop:
         task = self.tasks[item["task_id"]]
         traj = self._run(scaffold, task, task_seed(self.config.seed, "train", item["round"], task.id))
         failed = Proposal(source=task.id, trajectory_ids=[traj.trajectory_id], status="failed")
-        if is_endpoint_error(traj):  # nothing about the scaffold to learn from
+        if is_rollout_error(traj):  # its endpoint, machine or evaluator failed: nothing to learn from
             proposal = failed
-            proposal.errors.append(f"the rollout hit an endpoint error: {traj.outcome.error}")
+            proposal.errors.append(f"the rollout failed (no score): {error_reason(traj)}")
         else:
             try:
                 proposal = self._cached(
-                    f"reflect-{scaffold.content_hash()[:16]}-{traj.trajectory_id}",
+                    f"reflect-{self.protocol}-{scaffold.content_hash()[:16]}-{traj.trajectory_id}",
                     lambda: reflect_on_run(
                         traj,
                         scaffold=scaffold,
@@ -239,6 +262,7 @@ class EvolveLoop:
                         ablations=self.config.ablations,
                         max_steps=self.config.reflect_steps,
                         hidden_tasks=self.held_out,
+                        protocol=self.protocol,
                     ),
                 )
             except BudgetExceeded:
@@ -249,13 +273,13 @@ class EvolveLoop:
                     raise down from exc
                 proposal = failed
                 proposal.errors.append(f"the reflection failed: {redact(f'{type(exc).__name__}: {exc}')}")
-        score = traj.evaluation.score if traj.evaluation and not is_endpoint_error(traj) else None
+        score = traj.evaluation.score if traj.evaluation and not is_rollout_error(traj) else None
         result = {
             "round": item["round"],
             "task_id": task.id,
             "trajectory_id": traj.trajectory_id,
             "score": score,  # None: an endpoint error, no score
-            "error": traj.outcome.error if score is None else None,
+            "error": error_reason(traj) if score is None else None,
             "started": began,
             "finished": time.time(),
         }
@@ -275,7 +299,7 @@ class EvolveLoop:
             outcomes = {r["task_id"]: {"score": r["score"], "error": r.get("error")} for r in results}
             try:
                 patch = self._cached(
-                    f"synth-{rnd}-{scaffold.content_hash()[:16]}",
+                    f"synth-{self.protocol}-{rnd}-{scaffold.content_hash()[:16]}",
                     lambda: synthesize(
                         proposals,
                         scaffold=scaffold,
@@ -284,6 +308,7 @@ class EvolveLoop:
                         sandbox=self.sandbox,
                         size_budget=self.config.size_budget,
                         outcomes=outcomes,
+                        protocol=self.protocol,
                     ),
                 )
             except Exception as exc:
@@ -397,7 +422,10 @@ class EvolveLoop:
         return update
 
     def finish(self, state: EvolveState) -> dict[str, Any]:
-        return {"final": state["current"]}
+        update: dict[str, Any] = {"final": state["current"]}
+        if self.config.test_seeds and self.testset:
+            update["test"] = final_test(self, state)
+        return update
 
     # -- plumbing ----------------------------------------------------------------------------------
     def _cached(self, key: str, make: Callable[[], Proposal]) -> Proposal:

@@ -25,7 +25,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from recreate.config import load_settings
 from recreate.domains.base import Domain, Task
-from recreate.evaluation.errors import EndpointDown
+from recreate.evaluation.errors import RunHalted
 from recreate.experience.schema import Trajectory
 from recreate.models import (
     Budget,
@@ -54,6 +54,8 @@ class EvolveResult:
     stopped: str | None = None  # why the run stopped early (budget, a failed endpoint), None when finished
     models: list[dict[str, Any]] = field(default_factory=list)  # one per fine-tuning step (--finetune-every)
     final_model: str | None = None  # the accepted policy version, when the loop fine-tunes
+    test: dict[str, Any] | None = None  # the final test: seed pair vs final pair (see optimizer.final_test)
+    proposals: list[dict[str, Any]] = field(default_factory=list)  # every reflection, transcript included
     usage: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -246,7 +248,7 @@ class ReCreateOptimizer:
         try:
             resume = graph.get_state(cfg).next
             graph.invoke(None if resume else {}, cfg)
-        except (BudgetExceeded, EndpointDown) as exc:  # resumable: --resume goes on from here
+        except (BudgetExceeded, RunHalted) as exc:  # resumable: --resume goes on from here
             stopped = str(exc)
         finally:
             state = graph.get_state(cfg).values
@@ -266,6 +268,12 @@ class ReCreateOptimizer:
             usage=ledger.by_role(),
             models=state.get("models", []),
             final_model=state.get("model"),
+            test=state.get("test"),
+            proposals=[
+                {"round": r["round"] + 1, "task_id": r["task_id"]} | r["proposal"]
+                for r in state.get("results", [])
+                if r.get("proposal")
+            ],
         )
         (loop.run_dir / "result.json").write_text(json.dumps(_jsonable(result), indent=1), encoding="utf-8")
         return result

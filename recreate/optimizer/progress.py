@@ -38,6 +38,8 @@ def task_done(rnd: int, traj: Trajectory, proposal: dict[str, Any]) -> None:
     score = f"score {traj.evaluation.score:g}" if traj.evaluation else "no score"
     ops = len(proposal.get("ops", []))
     said = proposal["status"] + (f", {ops} ops" if ops else "")
+    if proposal["status"] == "empty" and proposal.get("diagnosis"):  # a stated "no change"
+        said = f"no change ({proposal['diagnosis'][:80]})"
     log.info(
         "round %d: task %s: %s (%s, %d steps); proposal %s",
         rnd + 1,
@@ -101,3 +103,23 @@ def finetuned(rnd: int, entry: dict[str, Any]) -> None:
         stays = "" if entry["accepted"] else f" ({entry['parent']} stays)"
         said = f"{entry['model']} {_verdict(entry)}{stays}"
     log.info("round %d: fine-tuning (%s): %s", rnd, runs, said)
+
+
+def testing(tasks: int, seeds: int) -> None:
+    log.info("final test: the seed pair and the final pair on %d test tasks x %d seeds", tasks, seeds)
+
+
+def test_line(test: dict[str, Any]) -> str:
+    """'seed 0.643 [0.50, 0.79] -> final 0.857 [0.75, 0.96]: +0.214 [+0.07, +0.36] (n=28)'."""
+    s, f, d = test["seed"], test["final"], test["difference"]
+    return (
+        f"seed {s['mean']:.3f} [{s['low']:.2f}, {s['high']:.2f}] -> final {f['mean']:.3f} "
+        f"[{f['low']:.2f}, {f['high']:.2f}]: {d['mean']:+.3f} [{d['low']:+.2f}, {d['high']:+.2f}] "
+        f"(n={d['n']}, {d['better']} better, {d['worse']} worse)"
+    )
+
+
+def tested(test: dict[str, Any]) -> None:
+    log.info(
+        "final test pass@1 on %d test tasks x %d seeds: %s", test["tasks"], test["seeds"], test_line(test)
+    )

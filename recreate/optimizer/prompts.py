@@ -59,6 +59,46 @@ Domain:
 {domain}
 """
 
+STRUCTURED_REFLECT = """\
+You are the ReCreate-Agent: you improve a domain agent's scaffold (its rules, memory items and worked
+examples; never its model) from the evidence of one run, given below: the scaffold, the run's steps and
+outcome, and similar past runs. Reply with ONE JSON object:
+- "diagnosis": one or two sentences: why the run passed or failed, citing what a step did;
+- "cause": knowledge_gap (it lacked a fact), strategy_gap (it worked badly), missing_tool, none (a clean
+  run), or other;
+- "ops": at most {max_ops} edits, or [] for no change. add_rule: one short imperative sentence that would
+  have changed what the agent did, general enough for other tasks of the domain (never a task's answer).
+  add_memory: know-how with a title. add_example: keep a run that passed cleanly as a worked example (name
+  it by its label, e.g. "R1"). remove_rule: a rule that misled the agent.
+Base every edit on what the evidence shows; when nothing would help, give ops [] and say why.
+
+Domain:
+{domain}
+"""
+
+STRUCTURED_EXAMPLES = """\
+Examples of good replies (from other domains):
+- A run passed in one clean step (R1), and no worked example shows that method yet. Reply:
+  {"diagnosis": "R1 solved the task in one direct step.", "cause": "none", "ops": [{"op": "add_example",
+  "run": "R1"}]}
+- A run failed: the agent printed its result but never submitted it. Reply: {"diagnosis": "The agent
+  printed the result but never submitted it.", "cause": "strategy_gap", "ops": [{"op": "add_rule", "text":
+  "Submit the final result as soon as a command has printed it."}]}
+- A run passed, and the worked examples already show its method. Reply: {"diagnosis": "A clean pass with
+  the method the examples already show.", "cause": "none", "ops": []}
+"""
+
+STRUCTURED_SYNTHESIZE = """\
+You are the ReCreate synthesis agent. Several proposals were made from different runs of the same domain
+agent; each edit has a label (P1.1, P2.1, ...). Choose the edits that make ONE domain-level patch: keep
+what recurs across runs or clearly generalises, drop what is specific to one case or contradicts a
+better-evidenced edit, keep at most {max_ops}. Reply with ONE JSON object: "rationale" (why these edits)
+and "keep" (their labels, or [] for no change).
+
+Domain:
+{domain}
+"""
+
 BOOTSTRAP = """\
 You write the first version of a domain agent's scaffold from a minimal seed and a description of the
 domain. Keep the seed's structure; add what any competent agent in this domain needs to know up front

@@ -21,6 +21,7 @@ from recreate.models import is_context_overflow
 from recreate.redact import redact
 from recreate.scaffold import Scaffold, ops_json_schema, parse_ops
 from recreate.scaffold import apply as apply_ops
+from recreate.text import clip_middle
 
 Cause = Literal["knowledge_gap", "strategy_gap", "missing_tool", "none", "other"]
 MAX_ATTEMPTS = 2  # the first failure is fed back; the second drops the proposal
@@ -36,6 +37,9 @@ class Proposal(BaseModel):
     # failed: the meta-agent's run itself failed (an endpoint error), or the run it was to inspect did
     status: Literal["ok", "empty", "dropped", "failed"] = "empty"
     errors: list[str] = Field(default_factory=list)  # every rejected attempt or failure, for the record
+    protocol: str = ""  # "agentic" (tool calls) or "structured" (one constrained call)
+    transcript: list[dict[str, Any]] = Field(default_factory=list)  # the meta-agent's messages (redacted)
+    usage: dict[str, int] = Field(default_factory=dict)  # its tokens: input_tokens, output_tokens
 
 
 class ProposalBox:
@@ -90,8 +94,13 @@ class ProposalBox:
         """Invoke `agent` on `request` until it stops; hitting its step limit, or a conversation the
         model's context cannot hold (which would overflow again on every resume), ends it with the
         reason recorded and what it submitted kept."""
+        messages: list[Any] = [HumanMessage(request)]
+        self.proposal.protocol = "agentic"
         try:
-            agent.invoke({"messages": [HumanMessage(request)]}, config={"recursion_limit": 2 * max_steps + 1})
+            for update in agent.stream(
+                {"messages": messages}, config={"recursion_limit": 2 * max_steps + 1}, stream_mode="values"
+            ):
+                messages = update.get("messages", messages)  # kept as it grows: a step limit loses nothing
         except GraphRecursionError:
             self.proposal.errors.append(f"the {who} hit its step limit ({max_steps})")
         except Exception as exc:
@@ -99,6 +108,12 @@ class ProposalBox:
                 raise
             error = redact(f"{type(exc).__name__}: {exc}")
             self.proposal.errors.append(f"the {who}'s conversation outgrew the model's context ({error})")
+        finally:
+            self.proposal.transcript = transcript_of(messages)
+            self.proposal.usage = {
+                key: sum(int((getattr(m, "usage_metadata", None) or {}).get(key, 0)) for m in messages)
+                for key in ("input_tokens", "output_tokens")
+            }
         return self.finish()
 
     def finish(self) -> Proposal:
@@ -106,6 +121,33 @@ class ProposalBox:
         if self.proposal.status == "empty" and self.attempts == 0:
             self.proposal.errors.append("the meta-agent stopped without calling the submit tool")
         return self.proposal
+
+
+TRANSCRIPT_CHARS = 6000  # per message: the record shows what happened without storing whole tool dumps
+
+
+def transcript_of(messages: list[Any]) -> list[dict[str, Any]]:
+    """A meta-agent's conversation as plain, redacted data: role, text, tool calls, tokens."""
+    out = []
+    for message in messages:
+        content = message.content if isinstance(message.content, str) else json.dumps(message.content)
+        entry: dict[str, Any] = {
+            "role": message.type,
+            "content": clip_middle(redact(content), TRANSCRIPT_CHARS),
+        }
+        calls = getattr(message, "tool_calls", None)
+        if calls:
+            entry["tool_calls"] = [
+                {"name": c["name"], "args": clip_middle(redact(json.dumps(c["args"])), TRANSCRIPT_CHARS)}
+                for c in calls
+            ]
+        if getattr(message, "name", None):
+            entry["name"] = message.name
+        usage = getattr(message, "usage_metadata", None)
+        if usage:
+            entry["tokens"] = {k: int(usage.get(k, 0)) for k in ("input_tokens", "output_tokens")}
+        out.append(entry)
+    return out
 
 
 def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:

@@ -25,6 +25,7 @@ from recreate.experience.schema import Trajectory
 from recreate.experience.tools import experience_tools
 from recreate.optimizer.prompts import GUIDANCE, REFLECT, with_ops_reference
 from recreate.optimizer.proposals import Proposal, ProposalBox, propose_tool
+from recreate.optimizer.structured import reflect_structured
 from recreate.sandbox import SandboxSpec, Session, close_when_opened, open_soon
 from recreate.scaffold import Scaffold, Tool
 from recreate.structured_tool import make_tool
@@ -191,8 +192,24 @@ def reflect_on_run(
     ablations: Ablations = Ablations(),
     max_steps: int = 16,
     hidden_tasks: Collection[str] = (),
+    protocol: str = "agentic",
 ) -> Proposal:
-    """`hidden_tasks`: held-out task ids whose runs the meta-agent must never see."""
+    """`hidden_tasks`: held-out task ids whose runs the meta-agent must never see. `protocol`: "agentic"
+    (the meta-agent inspects with tools and calls `propose`) or "structured" (one constrained call over
+    an evidence digest, for models that cannot call tools)."""
+    if protocol == "structured":
+        return reflect_structured(
+            traj,
+            scaffold=scaffold,
+            domain_text=domain.describe(),
+            model=model,
+            experience=experience,
+            sandbox=sandbox,
+            hidden_tasks=hidden_tasks,
+            with_eval=not ablations.no_eval_details,
+            with_steps=not ablations.no_trajectory,
+            guidance=not ablations.no_guidance,
+        )
     box = ProposalBox(scaffold, task.id, [traj.trajectory_id], sandbox=sandbox)
     env = TaskEnvironment(domain, task, sandbox)
     tools: list[BaseTool] = [view_scaffold_tool(scaffold), propose_tool(box)]

@@ -132,7 +132,9 @@ td,th{{border:1px solid #ccc;padding:4px 8px;font-size:14px}}
 {finetuning}
 <h2>Cost per role</h2><table><tr><th>role</th><th>calls</th><th>prompt tok</th><th>completion tok</th>
 <th>cost</th><th>unpriced calls</th></tr>{cost_rows}</table>
+{_test_html(getattr(result, "test", None))}
 <h2>Edits with rationale and evidence</h2>{lineage or "<p>(no edits)</p>"}
+{_reflections_html(getattr(result, "proposals", []))}
 </body></html>"""
     path = out_dir / "report.html"
     path.write_text(page, encoding="utf-8")
@@ -200,7 +202,10 @@ def op_content(op: dict[str, Any]) -> str:
         return f"{op['field']}: {clip_middle(op['old'], 120)!r} -> {clip_middle(op['new'], 300)!r}"
     if op["op"] == "set_field":
         return f"{op['field']} = {clip_middle(str(op['value']), 300)}"
-    keys = ("id", "name", "title", "text", "description", "content")
+    if op["op"] == "add_example":
+        steps = " ; ".join(str(x.get("command") or x.get("submit") or "") for x in op.get("steps", []))
+        return f"{clip_middle(op['task'], 200)} => {clip_middle(steps, 300)}"
+    keys = ("id", "name", "title", "text", "description", "content", "index")
     return " · ".join(clip_middle(str(op[k]), 300) for k in keys if op.get(k))
 
 
@@ -217,3 +222,60 @@ def _edit_html(h: dict[str, Any]) -> str:
         for op in h["ops"]
     )
     return f"{head}<ul>{items}</ul>"
+
+
+def _test_html(test: dict[str, Any] | None) -> str:
+    if not test:
+        return "<h2>Final test</h2><p>(not run: no test split, or --test-seeds 0)</p>"
+    rows = "".join(
+        f"<tr><td>{name}</td><td>{html.escape(str(side['scaffold']))}</td>"
+        f"<td>{html.escape(str(side['model'] or '—'))}</td><td>{side['mean']:.3f}</td>"
+        f"<td>[{side['low']:.3f}, {side['high']:.3f}]</td><td>{side['n']}</td></tr>"
+        for name, side in (("seed pair", test["seed"]), ("final pair", test["final"]))
+    )
+    d = test["difference"]
+    return (
+        f"<h2>Final test</h2><p>{test['tasks']} test tasks × {test['seeds']} seeds, never seen by the "
+        "optimizer, the gate or the trainer; the same seeds for both pairs.</p><table><tr><th>pair</th>"
+        f"<th>scaffold</th><th>model</th><th>pass@1</th><th>95% CI</th><th>n</th></tr>{rows}</table>"
+        f"<p>Paired difference (final − seed): <b>{d['mean']:+.3f}</b>, 95% CI [{d['low']:+.3f}, "
+        f"{d['high']:+.3f}], {d['better']} better, {d['worse']} worse of {d['n']}.</p>"
+    )
+
+
+def _reflections_html(proposals: list[dict[str, Any]]) -> str:
+    """Every reflection with what it ended in, its errors and the meta-agent's messages: the answer to
+    "why did the optimizer do nothing?"."""
+    if not proposals:
+        return ""
+    items = []
+    for p in proposals:
+        ops = "".join(
+            f"<li><code>{html.escape(op['op'])}: {html.escape(op_content(op))}</code></li>"
+            for op in p.get("ops", [])
+        )
+        errors = "".join(f"<li>{html.escape(e)}</li>" for e in p.get("errors", []))
+        messages = "".join(_message_html(m) for m in p.get("transcript", []))
+        usage = p.get("usage") or {}
+        items.append(
+            f"<li>round {p.get('round', '?')} · task {html.escape(str(p.get('source')))} · "
+            f"<b>{html.escape(p.get('status', '?'))}</b> ({html.escape(p.get('protocol') or '?')}, "
+            f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens) — "
+            f"{html.escape(p.get('diagnosis', ''))}<ul>{ops}</ul>"
+            + (f"<p>errors:</p><ul>{errors}</ul>" if errors else "")
+            + (
+                f"<details><summary>the meta-agent's messages</summary>{messages}</details>"
+                if messages
+                else ""
+            )
+            + "</li>"
+        )
+    return f"<h2>Reflections</h2><ol>{''.join(items)}</ol>"
+
+
+def _message_html(m: dict[str, Any]) -> str:
+    tokens = f" {m['tokens']}" if m.get("tokens") else ""
+    calls = "\n".join(f"{c['name']} {c['args']}" for c in m.get("tool_calls", []))
+    text = html.escape(m.get("content", "") + ("\n" + calls if calls else ""))
+    role = html.escape(m["role"] + tokens)
+    return f"<p><b>{role}</b><pre style='white-space:pre-wrap'>{text}</pre></p>"

@@ -29,6 +29,14 @@ def print_summary(
     if result.models:
         print_grid(console, result)
         print_finetune_steps(console, result.models)
+    print_reflections(console, result)
+    if result.test:
+        from recreate.optimizer.progress import test_line
+
+        console.print(
+            f"final test ({result.test['tasks']} test tasks x {result.test['seeds']} seeds, pass@1, 95% CI): "
+            + test_line(result.test)
+        )
     model = f"  model: [bold]{result.final_model}[/]" if result.final_model else ""
     console.print(
         f"final: [bold]{result.final}[/]{model}  scaffold: {result.run_dir / 'scaffold'}  report: {report}"
@@ -72,3 +80,21 @@ def print_finetune_steps(console: Console, models: list[dict[str, Any]]) -> None
 
 def _mean_runs(mean: float, runs: int) -> str:
     return f"{mean:.3f} ({runs})"
+
+
+def print_reflections(console: Console, result: Any) -> None:
+    """How the reflections ended: ops proposed, stated "no change", dropped or failed."""
+    proposals = getattr(result, "proposals", [])
+    if not proposals:
+        return
+    ended = {"ok": 0, "empty": 0, "dropped": 0, "failed": 0}
+    for p in proposals:
+        ended[p.get("status", "failed")] = ended.get(p.get("status", "failed"), 0) + 1
+    ops = sum(len(p.get("ops", [])) for p in proposals)
+    gated = [h for h in result.history if h.get("ops") and h.get("gate")]
+    accepted = [h for h in gated if h.get("accepted")]
+    console.print(
+        f"reflections: {len(proposals)} ({ended['ok']} with edits, {ops} ops; {ended['empty']} no change; "
+        f"{ended['dropped']} dropped; {ended['failed']} failed); scaffold candidates gated: {len(gated)}, "
+        f"accepted: {len(accepted)}"
+    )

@@ -20,6 +20,7 @@ from langchain_core.language_models import BaseChatModel
 from recreate.optimizer.prompts import BOOTSTRAP, SYNTHESIZE, with_ops_reference
 from recreate.optimizer.proposals import Proposal, ProposalBox, propose_tool
 from recreate.optimizer.reflect import view_scaffold_tool
+from recreate.optimizer.structured import synthesize_structured
 from recreate.scaffold import Scaffold, parse_ops
 from recreate.scaffold import apply as apply_ops
 
@@ -90,11 +91,23 @@ def synthesize(
     sandbox: Any = None,
     size_budget: SizeBudget = SizeBudget(),
     outcomes: dict[str, dict[str, Any]] | None = None,
+    protocol: str = "agentic",
 ) -> Proposal:
-    """`outcomes`: per proposal source (task id), the score of the run it came from."""
+    """`outcomes`: per proposal source (task id), the score of the run it came from. `protocol`:
+    "structured" chooses among the proposed ops in one constrained call (see `structured`)."""
     usable = [p for p in proposals if p.status == "ok"]
     if not usable:
-        return Proposal(source="synthesis", status="empty")
+        return Proposal(source="synthesis", status="empty", protocol=protocol)
+    if protocol == "structured":
+        return synthesize_structured(
+            usable,
+            scaffold=scaffold,
+            domain_text=domain_text,
+            model=model,
+            sandbox=sandbox,
+            check=size_budget.checker(scaffold),
+            outcomes=outcomes or {},
+        )
     shown = usable + [p for p in proposals if p.status == "empty" and not p.errors]  # + "nothing to change"
     traj_ids = sorted({t for p in shown for t in p.trajectory_ids})
     prompt = with_ops_reference(

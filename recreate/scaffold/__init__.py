@@ -16,10 +16,12 @@ from recreate.scaffold.model import (
     content_hash,
 )
 from recreate.scaffold.ops import (
+    AddExample,
     AddMemory,
     AddRule,
     AddTool,
     EditOp,
+    RemoveExample,
     RemoveMemory,
     RemoveRule,
     RemoveTool,
@@ -50,6 +52,8 @@ __all__ = [
     "MemoryItem",
     "OpError",
     "Problem",
+    "AddExample",
+    "RemoveExample",
     "RemoveMemory",
     "RemoveRule",
     "RemoveTool",

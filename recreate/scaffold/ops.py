@@ -240,6 +240,33 @@ class RemoveMemory(_Op):
         data["memory"].remove(_find(data["memory"], "id", self.id, "memory item"))
 
 
+class AddExample(_Op):
+    """A worked example (task, then each step: a `command` with its `output`, or a final `submit`),
+    shown to the agent as earlier turns of its conversation. Typically a passing training run kept as
+    a method to imitate; its evidence is that run."""
+
+    op: Literal["add_example"] = "add_example"
+    task: str = Field(min_length=1)
+    steps: list[dict[str, Any]] = Field(min_length=1)
+
+    def apply_to(self, data: Data) -> None:
+        if any(example["task"] == self.task for example in data["examples"]):
+            raise _Miss(f"an example of task {self.task[:60]!r} already exists")
+        data["examples"].append({"task": self.task, "steps": [dict(step) for step in self.steps]})
+
+
+class RemoveExample(_Op):
+    """Remove the worked example at `index` (0 is the first)."""
+
+    op: Literal["remove_example"] = "remove_example"
+    index: int = Field(ge=0)
+
+    def apply_to(self, data: Data) -> None:
+        if self.index >= len(data["examples"]):
+            raise _Miss(f"no example {self.index}: the scaffold has {len(data['examples'])}")
+        del data["examples"][self.index]
+
+
 class Vote(_Op):
     """Add to a rule's or memory item's helpful/harmful counters."""
 
@@ -269,6 +296,8 @@ EditOp = Annotated[
     | RemoveTool
     | AddMemory
     | RemoveMemory
+    | AddExample
+    | RemoveExample
     | Vote,
     Field(discriminator="op"),
 ]
@@ -283,6 +312,8 @@ OP_NAMES = (
     "remove_tool",
     "add_memory",
     "remove_memory",
+    "add_example",
+    "remove_example",
     "vote",
 )
 _adapter: TypeAdapter[Any] = TypeAdapter(EditOp)
