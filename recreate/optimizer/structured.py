@@ -302,7 +302,10 @@ def _ask(
             messages.append(HumanMessage(f"Rejected: {problem}. Answer again with one JSON object."))
             continue
         ops, diagnosis, cause, evidence = to_ops(parsed)
+        rejected = len(box.proposal.errors)
         answer = box.submit(ops, diagnosis, cause, evidence)
+        if len(box.proposal.errors) == rejected:  # recorded: ops, or a stated "no change"
+            break
         if not box.done:
             messages.append(HumanMessage(answer))
     proposal = box.finish()

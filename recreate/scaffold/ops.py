@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from recreate.scaffold.errors import OpError, Problem, ScaffoldValidationError
 from recreate.scaffold.files import MEMORY_FILE, SCAFFOLD_FILE, TOOL_FILE, TOOLS_DIR
-from recreate.scaffold.model import ID_PATTERN, TOOL_NAME_PATTERN, Language, Scaffold, SmokeTest
+from recreate.scaffold.model import ID_PATTERN, TOOL_NAME_PATTERN, ExampleStep, Language, Scaffold, SmokeTest
 from recreate.scaffold.validate import Bounds, validate_scaffold
 
 if TYPE_CHECKING:
@@ -247,12 +247,12 @@ class AddExample(_Op):
 
     op: Literal["add_example"] = "add_example"
     task: str = Field(min_length=1)
-    steps: list[dict[str, Any]] = Field(min_length=1)
+    steps: list[ExampleStep] = Field(min_length=1)
 
     def apply_to(self, data: Data) -> None:
         if any(example["task"] == self.task for example in data["examples"]):
             raise _Miss(f"an example of task {self.task[:60]!r} already exists")
-        data["examples"].append({"task": self.task, "steps": [dict(step) for step in self.steps]})
+        data["examples"].append({"task": self.task, "steps": [step.model_dump() for step in self.steps]})
 
 
 class RemoveExample(_Op):
