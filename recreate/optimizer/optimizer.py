@@ -320,7 +320,14 @@ def _model_spec(model: str | BaseChatModel, *, port: bool = True) -> str:
 
 def _proposal_brief(result: dict[str, Any]) -> dict[str, Any]:
     p = result.get("proposal") or {}
-    return {"proposal_status": p.get("status"), "cause": p.get("cause"), "n_ops": len(p.get("ops", []))}
+    errors = p.get("errors") or []
+    return {
+        "proposal_status": p.get("status"),
+        "cause": p.get("cause"),
+        "n_ops": len(p.get("ops", [])),
+        "diagnosis": p.get("diagnosis", ""),
+        "proposal_error": errors[-1] if errors else None,
+    }
 
 
 def _experience(settings: Any) -> Any:

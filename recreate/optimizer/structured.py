@@ -302,6 +302,7 @@ def _ask(
             messages.append(HumanMessage(f"Rejected: {problem}. Answer again with one JSON object."))
             continue
         ops, diagnosis, cause, evidence = to_ops(parsed)
+        ops = [op if op.get("rationale") else op | {"rationale": diagnosis} for op in ops]  # each says why
         rejected = len(box.proposal.errors)
         answer = box.submit(ops, diagnosis, cause, evidence)
         if len(box.proposal.errors) == rejected:  # recorded: ops, or a stated "no change"

@@ -61,6 +61,13 @@ class RoundProposals:
 def proposals_by_round(run: EvolveRun) -> list[RoundProposals]:
     by_round: dict[int, list[dict[str, Any]]] = {}
     for row in run.results:
+        p = row.get("proposal")  # a running run's rows hold the whole proposal; a finished one's a brief
+        if p is not None:
+            errors = p.get("errors") or []
+            row = row | {
+                "proposal_status": p.get("status"), "cause": p.get("cause"), "n_ops": len(p.get("ops") or []),
+                "diagnosis": p.get("diagnosis", ""), "proposal_error": errors[-1] if errors else None,
+            }  # fmt: skip
         by_round.setdefault(int(row.get("round", 0)), []).append(row)
     decided = {int(h.get("round", 0)): h for h in run.history if h.get("parent")}
     out = []
@@ -68,17 +75,31 @@ def proposals_by_round(run: EvolveRun) -> list[RoundProposals]:
         entry = decided.get(rnd + 1)  # round r's proposals become the candidate judged in round r + 1
         if entry is None:
             outcome = "pending" if run.status == "running" else "no candidate"
+        elif not entry.get("ref"):
+            outcome = entry.get("reason") or "no candidate"
         else:
-            outcome = f"{'accepted' if entry.get('accepted') else 'rejected'} as {entry.get('ref', '?')}"
-        out.append(RoundProposals(rnd, rows, outcome))
+            outcome = f"{'accepted' if entry.get('accepted') else 'rejected'} as {entry['ref']}"
+        out.append(RoundProposals(rnd + 1, rows, outcome))  # numbered from 1, as the CLI and report do
     return out
 
 
+PROTOCOL_PREFIXES = ("structured-", "agentic-", "")  # cache names carry the protocol (older runs: none)
+
+
+def _cached(run_dir: Path, kind: str, rest: str) -> dict[str, Any] | None:
+    for prefix in PROTOCOL_PREFIXES:
+        found = read_json(run_dir / "proposals" / f"{kind}-{prefix}{rest}.json")
+        if found is not None:
+            return found
+    return None
+
+
 def reflection(run_dir: Path, trajectory_id: str, scaffold_hash: str | None) -> dict[str, Any] | None:
-    """The ReCreate-Agent's proposal for one trajectory (diagnosis, cause, ops), if it was saved. Its
-    file is named by the scaffold's hash; without one, the run's proposals are searched."""
+    """The ReCreate-Agent's proposal for one trajectory (diagnosis, cause, ops, errors, its messages),
+    if it was saved. Its file is named by the scaffold's hash; without one, the run's proposals are
+    searched."""
     if scaffold_hash:
-        return read_json(run_dir / "proposals" / f"reflect-{scaffold_hash[:16]}-{trajectory_id}.json")
+        return _cached(run_dir, "reflect", f"{scaffold_hash[:16]}-{trajectory_id}")
     for path in (run_dir / "proposals").glob(f"reflect-*-{trajectory_id}.json"):
         return read_json(path)
     return None
@@ -107,7 +128,7 @@ def version_view(store: ScaffoldStore, ref: str, run: EvolveRun | None) -> Versi
     synthesis = None
     if run is not None and entry is not None and info.parent:
         parent_hash = store.resolve(info.parent).hash[:16]
-        synthesis = read_json(run.dir / "proposals" / f"synth-{int(entry['round']) - 1}-{parent_hash}.json")
+        synthesis = _cached(run.dir, "synth", f"{int(entry['round']) - 1}-{parent_hash}")
     cited = [e for op in info.ops for e in op.get("evidence") or []]
     cited += list(info.evidence) + list((synthesis or {}).get("evidence") or [])
     return VersionView(info, scaffold, diff, list(dict.fromkeys(map(str, cited))), entry, synthesis)

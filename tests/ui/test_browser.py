@@ -73,7 +73,7 @@ def test_from_a_rejected_version_to_its_evidence(page, ui_home: UiHome):
     assert "rejected as minimal@v3" in page.locator("tr.round").last.inner_text()
     assert page.locator("table.proposals tr").count() == 4  # the last round's three, by default
     shot(page, "run")
-    page.locator("tr.round a", has_text="round 0").click()
+    page.locator("tr.round a", has_text="round 1").click()
     assert "accepted as minimal@v2" in page.locator("h3#proposals").inner_text()
 
     tree.locator("li.version.rejected > a").click()
