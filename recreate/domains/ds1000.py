@@ -125,16 +125,22 @@ class DS1000Domain(TaskFileDomain):
         plan = SplitPlan(seed=seed, train=train, val=val)
         super().__init__(data, lambda path: _load_file(path, self._contexts), plan)
 
+    def environment_problem(self) -> str | None:
+        """What the preflight refuses a run for: the pinned environment is not built."""
+        if self.env is not None and not is_ready(self.env):
+            return (
+                f"the DS-1000 environment is missing at {self.env}; build it with "
+                "`recreate domain setup ds1000` (or scripts/ds1000_env.sh), or pass env=PATH"
+            )
+        return None
+
     def evaluate(self, task: Task, submission: str | None, sandbox: Sandbox) -> Evaluation:
         problem = submission_problem(task, submission)
         if problem:
             return problem
-        if self.env is not None and not is_ready(self.env):
-            return zero(
-                f"the DS-1000 environment is missing at {self.env}; build it with "
-                "`recreate domain setup ds1000` "
-                f"(or scripts/ds1000_env.sh), or pass env=PATH"
-            )
+        missing = self.environment_problem()
+        if missing:
+            return zero(missing)
         code_context = self._contexts.get(task.id)
         if code_context is None:
             return zero(f"task {task.id} is not a task of this DS-1000 dataset")

@@ -151,6 +151,17 @@ class RepoDomain(TaskFileDomain):
         if not done.ok:
             raise SnapshotError(f"preparing {task.id} failed: {(done.stdout + done.stderr).strip()[-500:]}")
 
+    def environment_problem(self) -> str | None:
+        """What the preflight refuses a run for: an instance's test environment is not built."""
+        for instance in self._instances.values():
+            env = self.env_for(instance)
+            if env is not None and not is_ready(env, instance.environment):
+                return (
+                    f"the test environment of {instance.repo} is missing at {env}; build it with "
+                    "`recreate domain setup repo --data FILE`"
+                )
+        return None
+
     def evaluate(self, task: Task, submission: str | None, sandbox: Sandbox) -> Evaluation:
         problem = submission_problem(task, submission)
         if problem:

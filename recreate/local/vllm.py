@@ -13,6 +13,7 @@ log-probs of every generated token (`with_token_logprobs`) and records which pol
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +88,8 @@ def server_command(
             f"{model.name}: vLLM serves HF model directories (with config.json); got {model.hf_dir}"
         )
     args = ["--max-model-len", str(max_model_len), "--logprobs-mode", "processed_logprobs"]
+    # its CORS default is "*": a page in the user's browser could call the server; only its own origin
+    args += ["--allowed-origins", json.dumps([f"http://{host}:{port}"])]
     if (not has_gpu()) if cpu is None else cpu:
         # fp32: the trainer's precision, so server and trainer log-probs agree on the same tokens
         args += ["--dtype", "float32", "--gpu-memory-utilization", str(CPU_MEMORY_UTILIZATION)]

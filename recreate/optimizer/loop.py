@@ -35,7 +35,13 @@ from langgraph.types import Send
 from typing_extensions import TypedDict  # pydantic (LangGraph server schemas) needs it on 3.11
 
 from recreate.domains.base import Domain, Task
-from recreate.evaluation.errors import endpoint_down, error_reason, is_rollout_error
+from recreate.evaluation.errors import (
+    MachineDown,
+    endpoint_down,
+    error_reason,
+    is_endpoint_error,
+    is_rollout_error,
+)
 from recreate.experience.schema import Trajectory
 from recreate.models import BudgetExceeded
 from recreate.optimizer import progress
@@ -188,15 +194,33 @@ class EvolveLoop:
             label += f" with {self.finetune.model_name}"
         progress.validating(label, len(tasks), runs)
         jobs = [(task, i) for task in tasks for i in range(runs)]
-        trajectories = self.run_all(
-            [(scaffold, task, val_seed(self.config.seed, gate_round, task.id, i)) for task, i in jobs]
-        )
+        seeded = [(scaffold, task, val_seed(self.config.seed, gate_round, task.id, i)) for task, i in jobs]
+        trajectories = self.run_all(seeded)
+        trajectories = self._machine_errors_retried(seeded, trajectories)
         keys = [task.id if runs == 1 else f"{task.id}#{i}" for task, i in jobs]
         done = list(zip(keys, trajectories, strict=True))
         scores = {key: t.evaluation.score for key, t in done if t.evaluation and not is_rollout_error(t)}
         errors = [f"{key}: {error_reason(t)}" for key, t in done if is_rollout_error(t)]
         progress.validated(label, scores, errors, time.monotonic() - began)
         return scores, errors
+
+    def _machine_errors_retried(
+        self, jobs: list[tuple[Scaffold, Task, int]], done: list[Trajectory]
+    ) -> list[Trajectory]:
+        """A held-out score with a hole where the machine or the evaluator failed (not the endpoint, whose
+        errors the gate leaves out and counts) would compare versions on different tasks: such runs are
+        tried again once, then the run stops, resumably, naming the failure."""
+        failed = [i for i, t in enumerate(done) if is_rollout_error(t) and not is_endpoint_error(t)]
+        if not failed:
+            return done
+        again = self.run_all([jobs[i] for i in failed])
+        for i, traj in zip(failed, again, strict=True):
+            if is_rollout_error(traj) and not is_endpoint_error(traj):
+                raise MachineDown(
+                    f"a validation run failed twice for no reason of its own: {error_reason(traj)}"
+                )
+            done[i] = traj
+        return done
 
     # -- nodes -------------------------------------------------------------------------------------
     def start(self, state: EvolveState) -> dict[str, Any]:
