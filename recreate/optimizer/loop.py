@@ -47,14 +47,14 @@ from recreate.models import BudgetExceeded
 from recreate.optimizer import progress
 from recreate.optimizer.counters import memory_votes
 from recreate.optimizer.final_test import final_test
-from recreate.optimizer.gate import paired_gate
 from recreate.optimizer.proposals import Proposal
 from recreate.optimizer.protocol import resolve_protocol
 from recreate.optimizer.reflect import Ablations, reflect_on_run
+from recreate.optimizer.scaffold_gate import scaffold_gate
 from recreate.optimizer.spend import RunSpend
-from recreate.optimizer.synthesis import SizeBudget, apply_directly, bootstrap, scaffold_size, synthesize
+from recreate.optimizer.synthesis import SizeBudget, apply_directly, bootstrap, synthesize
 from recreate.redact import redact
-from recreate.scaffold import Scaffold, ScaffoldStore, VersionInfo, ops_to_json
+from recreate.scaffold import Scaffold, ScaffoldStore
 
 Rollout = Callable[[Scaffold, Task, int], tuple[Trajectory, bool]]  # -> (trajectory, came from cache)
 
@@ -349,86 +349,9 @@ class EvolveLoop:
         return {"patches": [{"round": rnd, **patch.model_dump(mode="json")}]}
 
     def gate(self, state: EvolveState) -> dict[str, Any]:
-        update = self._gate(state)
+        update = scaffold_gate(self, state)
         progress.decided(state["round"], update["history"][-1])
         return update
-
-    def _gate(self, state: EvolveState) -> dict[str, Any]:
-        rnd, parent = state["round"], state["current"]
-        patch = next(p for p in reversed(state["patches"]) if p["round"] == rnd)
-        entry: dict[str, Any] = {
-            "round": rnd + 1,
-            "parent": parent,
-            "accepted": False,
-            "ops": patch["ops"],
-            "errors": [
-                f"{r['task_id']}: {e}"
-                for r in state.get("results", [])
-                if r["round"] == rnd and r["proposal"]["status"] == "failed"
-                for e in r["proposal"]["errors"]
-            ],
-        }
-        if self.finetune is not None:
-            entry["model"] = self.finetune.model_name  # the policy version this round ran on
-        if patch["status"] != "ok":
-            entry["reason"] = "no usable proposal this round: " + (
-                "; ".join(patch["errors"]) or "nothing to change"
-            )
-            return {"round": rnd + 1, "history": [entry]}
-        try:
-            info = self._candidate(parent, patch, rnd)
-        except Exception as exc:  # an invalid candidate is rejected, never a crash
-            entry["reason"] = f"candidate failed validation: {type(exc).__name__}: {exc}"
-            return {"round": rnd + 1, "history": [entry]}
-        if info.ref == parent:
-            entry["reason"] = "the patch did not change the scaffold"
-            return {"round": rnd + 1, "history": [entry]}
-        if all(op["op"] == "vote" for op in patch["ops"]):  # the agent never sees counters: nothing to test
-            self.scaffolds.set_head(info.ref, event="accepted")
-            entry |= {"ref": info.ref, "accepted": True, "reason": "counter votes only (no behaviour change)"}
-            return {"round": rnd + 1, "current": info.ref, "history": [entry]}
-        parent_scaffold, candidate = self.scaffolds.load(parent), self.scaffolds.load(info.ref)
-        parent_val, parent_errors = self.evaluate(parent_scaffold, rnd)  # this gate's seeds (cached if seen)
-        scores, errors = self.evaluate(candidate, rnd)
-        verdict = paired_gate(
-            parent_val,
-            scores,
-            min_improvement=self.config.min_improvement,
-            parent_size=scaffold_size(parent_scaffold),
-            candidate_size=scaffold_size(candidate),
-            seed=task_seed(self.config.seed, "gate", rnd),
-        )
-        self.scaffolds.attach_scores(info.ref, scores, label="val", gate=verdict.to_dict())
-        entry["errors"] += [f"validation run of {parent} {e}" for e in parent_errors]
-        entry["errors"] += [f"validation run of {info.ref} {e}" for e in errors]
-        entry |= {
-            "ref": info.ref,
-            "val": scores,
-            "parent_val": parent_val,
-            "accepted": verdict.accepted,
-            "reason": verdict.reason,
-            "gate": verdict.to_dict(),
-        }
-        if not verdict.accepted:
-            return {"round": rnd + 1, "history": [entry]}
-        self.scaffolds.set_head(info.ref, event="accepted")
-        return {"round": rnd + 1, "current": info.ref, "current_val": scores, "history": [entry]}
-
-    def _candidate(self, parent: str, patch: dict[str, Any], rnd: int) -> VersionInfo:
-        """The parent with the patch applied, committed without moving HEAD. A gate re-run after a kill
-        finds the version it committed before (same parent, same ops) instead of storing a twin."""
-        ops = ops_to_json(patch["ops"])
-        for info in self.scaffolds.log(parent.split("@", 1)[0]):
-            if info.parent == parent and info.ops == ops:
-                return info
-        return self.scaffolds.apply(
-            parent,
-            ops,
-            rationale=patch["diagnosis"],
-            message=f"round {rnd + 1}",
-            sandbox=self.sandbox,
-            set_head=False,  # HEAD moves only when the gate accepts
-        )
 
     def next_step(self, state: EvolveState) -> str:
         return "plan" if state["round"] < self.config.rounds else "finish"
