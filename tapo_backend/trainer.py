@@ -133,6 +133,13 @@ def accumulate_gradients(
                 **extra,
                 **loss_options,
             )
+            if not torch.isfinite(
+                loss
+            ):  # stop before a NaN update poisons the weights (and exit 0 with them)
+                raise FloatingPointError(
+                    f"the {config.algo} loss is {loss.item()} on a micro-batch of "
+                    f"{', '.join(e.trajectory_id for e in chunk[:3])}: the training diverged; lower --lr"
+                )
             accelerator.backward(loss * scale)
         metrics = {**metrics, "loss": loss.item()}
         share = float(metrics.get("normalizer", 1.0)) / normalizer * (scale > 0)

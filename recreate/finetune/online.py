@@ -107,6 +107,8 @@ def replay_batch(run_dir: Path, iteration: int, current_version: int, max_stalen
     batch = run_dir / "batches" / f"it-{iteration:03d}"
     batch.mkdir(parents=True, exist_ok=True)
     for file in sorted((run_dir / "rollouts").glob("it-*/*.json")):
+        if file.is_symlink() or not file.is_file():  # the loop writes plain files; a link is not one of them
+            continue
         version = json.loads(file.read_text(encoding="utf-8"))["metadata"].get("policy_version", -1)
         if current_version - version <= max_staleness:
             target = batch / file.name

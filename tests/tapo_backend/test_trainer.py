@@ -3,6 +3,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from accelerate import Accelerator
 
 from tapo_backend.config import ConfigError, LoraSettings, TrainConfig
 from tapo_backend.data import build_dataset
+from tapo_backend.logged import DataError
 from tapo_backend.trainer import accumulate_gradients, fill_logprobs, load_model, token_logprobs, train
 
 
@@ -304,3 +306,24 @@ def test_the_notice_of_a_tied_head_saved_once_is_dropped_and_other_shared_tensor
     assert [r.getMessage() for r in caplog.records] == [
         "[RANK 0] Removed shared tensor {'encoder.proj.weight'} while saving. This should be OK"
     ]
+
+
+def test_a_model_whose_loss_is_not_finite_stops_training_instead_of_saving_nan_weights(
+    tmp_path, tiny_model_dir, write_logs
+) -> None:
+    """Weights with a NaN (a corrupted checkpoint, or a diverged run resumed) give a NaN loss: the
+    trainer refuses to step on them (the log-probs it scores are checked first, the loss after), naming
+    the runs, and writes no final model."""
+    from safetensors.torch import load_file, save_file
+
+    broken = tmp_path / "broken-model"
+    shutil.copytree(tiny_model_dir, broken)
+    weights_file = next(broken.glob("*.safetensors"))
+    weights = load_file(weights_file)
+    name = next(k for k in weights if k.endswith("norm.weight"))
+    weights[name] = torch.full_like(weights[name], float("nan"))
+    save_file({k: v.contiguous() for k, v in weights.items()}, weights_file, metadata={"format": "pt"})
+    config = _config(tmp_path, "nan", max_steps=1)
+    with pytest.raises((DataError, FloatingPointError), match="non-finite|not finite|loss is nan"):
+        train(config, write_logs(tasks=2, per_answer=2), str(broken))
+    assert not (Path(config.output_dir) / "final").exists()
