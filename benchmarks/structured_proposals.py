@@ -75,16 +75,23 @@ def main() -> None:
                 runs = fresh_runs(Path(tmp), info, domain, args.n)
                 print(f"{len(runs)} runs of the seed scaffold made here")
             model = local_chat_model(info, "optimizer")
+            prompts = {t.id: t.prompt for t in domain.tasks("train")}
             valid, ended, ops, seconds = 0, collections.Counter(), collections.Counter(), []
             for n, traj in enumerate(runs, start=1):
                 digest = Digest(
-                    traj, scaffold=scaffold, experience=None, hidden_tasks=(), with_eval=True, with_steps=True
+                    traj,
+                    scaffold=scaffold,
+                    experience=None,
+                    hidden_tasks=(),
+                    with_eval=True,
+                    with_steps=True,
+                    prompts=prompts,
                 )
                 schema = proposal_schema(scaffold, list(digest.candidates))
                 began = time.perf_counter()
                 proposal = reflect_structured(
                     traj, scaffold=scaffold, domain_text=domain.describe(), model=model, experience=None,
-                    sandbox="bwrap", hidden_tasks=(),
+                    sandbox="bwrap", hidden_tasks=(), prompts=prompts,
                 )  # fmt: skip
                 seconds.append(time.perf_counter() - began)
                 replies = [m["content"] for m in proposal.transcript if m["role"] == "ai"]

@@ -67,7 +67,10 @@ def select_trajectories(run_dir: Path, *, versions: set[str] | None = None) -> S
     config_file = run_dir / "config.json"
     if not config_file.is_file():
         raise FinetuneError(f"{run_dir} is not an evolve run (no config.json); pass --run RUN_ID")
-    held_out = set(json.loads(config_file.read_text(encoding="utf-8")).get("val", []))
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    # an allow-list: only the run's training tasks (its validation and test tasks stay held out, also
+    # runs of tasks the config does not name)
+    train = set(config.get("train", []))
     files, temperatures, skipped = [], set(), {}
 
     def skip(reason: str) -> None:
@@ -83,8 +86,8 @@ def select_trajectories(run_dir: Path, *, versions: set[str] | None = None) -> S
         except (ValueError, OSError, RecursionError):
             skip("unreadable")
             continue
-        if traj.task_id in held_out:
-            skip("validation task (held out)")
+        if traj.task_id not in train:
+            skip("held-out task (validation or test)")
         elif versions and traj.scaffold.version not in versions:
             skip("other scaffold version")
         elif traj.evaluation is None or traj.metadata.get("rollout_error"):

@@ -155,6 +155,9 @@ def evolve_command(
     finetune_group_size: int = typer.Option(
         4, "--finetune-group-size", min=2, help="Runs per training task sampled for each fine-tuning."
     ),
+    finetune_val_seeds: int = typer.Option(
+        3, "--finetune-val-seeds", min=1, help="Validation runs per task at the model gate."
+    ),
     home: Path = typer.Option(None, "--home", help="State directory (default .recreate or RECREATE_HOME)."),
 ) -> None:
     """Evolve a seed scaffold into a better, validated one (ReCreate)."""
@@ -201,7 +204,7 @@ def evolve_command(
     seed_scaffold = load_scaffold(seed)
     finetune = _finetune_settings(
         finetune_every, rounds, model or settings.model, algo=finetune_algo, steps=finetune_steps,
-        group_size=finetune_group_size,
+        group_size=finetune_group_size, val_seeds=finetune_val_seeds,
     )  # fmt: skip
     if dry_run:
         agent = model or settings.model or "unknown"

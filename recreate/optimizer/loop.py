@@ -151,10 +151,15 @@ class EvolveLoop:
         self.tasks = {t.id: t for t in [*trainset, *valset]}
         self.held_out = held_out_task_ids(domain, trainset, valset)
         self.testset = test_tasks(domain, trainset, valset)
+        self.train_prompts = {t.id: t.prompt for t in trainset if t.id not in self.held_out}
         self.experience, self.rollout, self.sandbox = experience, rollout, sandbox
         self.model, self.synthesis_model = optimizer_model, synthesis_model
         self.run_dir, self.config, self.finetune = run_dir, config, finetune
         self.protocol = resolve_protocol(config.optimizer_protocol, optimizer_model)
+        # what else decides a reflection or synthesis, in its cache name: the model and the ablations
+        name = getattr(optimizer_model, "model_name", None) or getattr(optimizer_model, "model", "")
+        deciding = [str(name), str(config.ablations), config.reflect_steps, str(config.size_budget)]
+        self.optimizer_tag = hashlib.sha256(json.dumps(deciding).encode()).hexdigest()[:8]
         self.spend = RunSpend(
             run_dir / "spent.json", max_rollouts=config.max_rollouts, max_wall_s=config.max_wall_s
         )
@@ -190,8 +195,8 @@ class EvolveLoop:
         tasks = self.valset if tasks is None else tasks
         runs, began = runs or self.config.val_seeds, time.monotonic()
         label = scaffold.ref or scaffold.name
-        if self.finetune is not None:  # the model changes too: say which one runs
-            label += f" with {self.finetune.model_name}"
+        if self.finetune is not None:  # the model changes too: say which one runs (the served one)
+            label += f" with {self.finetune.policy.server.info.model}"
         progress.validating(label, len(tasks), runs)
         jobs = [(task, i) for task in tasks for i in range(runs)]
         seeded = [(scaffold, task, val_seed(self.config.seed, gate_round, task.id, i)) for task, i in jobs]
@@ -274,7 +279,7 @@ class EvolveLoop:
         else:
             try:
                 proposal = self._cached(
-                    f"reflect-{self.protocol}-{scaffold.content_hash()[:16]}-{traj.trajectory_id}",
+                    f"reflect-{self.protocol}-{self.optimizer_tag}-{scaffold.content_hash()[:16]}-{traj.trajectory_id}",
                     lambda: reflect_on_run(
                         traj,
                         scaffold=scaffold,
@@ -287,6 +292,7 @@ class EvolveLoop:
                         max_steps=self.config.reflect_steps,
                         hidden_tasks=self.held_out,
                         protocol=self.protocol,
+                        prompts=self.train_prompts,
                     ),
                 )
             except BudgetExceeded:
@@ -323,7 +329,7 @@ class EvolveLoop:
             outcomes = {r["task_id"]: {"score": r["score"], "error": r.get("error")} for r in results}
             try:
                 patch = self._cached(
-                    f"synth-{self.protocol}-{rnd}-{scaffold.content_hash()[:16]}",
+                    f"synth-{self.protocol}-{self.optimizer_tag}-{rnd}-{scaffold.content_hash()[:16]}",
                     lambda: synthesize(
                         proposals,
                         scaffold=scaffold,

@@ -35,7 +35,7 @@ from recreate.models import (
     price_overrides,
     require_prices,
 )
-from recreate.optimizer.loop import EvolveConfig, EvolveLoop
+from recreate.optimizer.loop import EvolveConfig, EvolveLoop, test_tasks
 from recreate.sandbox import resolve_sandbox
 from recreate.scaffold import Scaffold, ScaffoldStore, load_scaffold
 
@@ -150,6 +150,7 @@ class ReCreateOptimizer:
             **({"finetune": _jsonable(self.finetune.settings)} if self.finetune else {}),
             "train": [t.id for t in trainset],
             "val": [t.id for t in valset],
+            "test": [t.id for t in test_tasks(domain, trainset, valset)] if self.config.test_seeds else [],
         }
         stored = run_dir / "config.json"
         if stored.is_file() and not force:
@@ -286,6 +287,8 @@ class ReCreateOptimizer:
 
 # limits a resumed run may change (a run stopped by its budget is resumed with a larger one)
 _RESUMABLE_KEYS = frozenset({"evolve.max_rollouts", "evolve.max_wall_s", "evolve.max_concurrency"})
+# keys newer than some runs' config.json: such a run resumes with today's values for them
+_ADDED_KEYS = frozenset({"test", "evolve.optimizer_protocol", "evolve.test_seeds", "finetune.val_seeds"})
 
 
 def config_differences(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
@@ -301,7 +304,10 @@ def config_differences(stored: dict[str, Any], current: dict[str, Any]) -> list[
         return out
 
     old, new = flat(stored), flat(current)
-    return sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and k not in _RESUMABLE_KEYS)
+    added = {k for k in _ADDED_KEYS if k not in old}  # a run from before the key existed: not a difference
+    return sorted(
+        k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and k not in _RESUMABLE_KEYS | added
+    )
 
 
 def _model_spec(model: str | BaseChatModel, *, port: bool = True) -> str:

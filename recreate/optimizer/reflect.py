@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -193,10 +193,12 @@ def reflect_on_run(
     max_steps: int = 16,
     hidden_tasks: Collection[str] = (),
     protocol: str = "agentic",
+    prompts: Mapping[str, str] | None = None,
 ) -> Proposal:
     """`hidden_tasks`: held-out task ids whose runs the meta-agent must never see. `protocol`: "agentic"
     (the meta-agent inspects with tools and calls `propose`) or "structured" (one constrained call over
-    an evidence digest, for models that cannot call tools)."""
+    an evidence digest, for models that cannot call tools); `prompts`: the raw text of the training
+    tasks by id, whose passing runs it may keep as worked examples (default: this task's)."""
     if protocol == "structured":
         return reflect_structured(
             traj,
@@ -209,6 +211,7 @@ def reflect_on_run(
             with_eval=not ablations.no_eval_details,
             with_steps=not ablations.no_trajectory,
             guidance=not ablations.no_guidance,
+            prompts={task.id: task.prompt} if prompts is None else prompts,
         )
     box = ProposalBox(scaffold, task.id, [traj.trajectory_id], sandbox=sandbox)
     env = TaskEnvironment(domain, task, sandbox)

@@ -14,9 +14,10 @@ The synthesis patch is decoded the same way, as a choice among the ops the batch
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
+import jsonschema
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
@@ -37,9 +38,17 @@ def _string(limit: int, *, bounded: bool, min_length: int = 1) -> dict[str, Any]
     """A sentence: starts with a capital letter, plain prose characters, `min_length`..`limit` long (a
     small model otherwise fills free text with digit runs and timestamps)."""
     schema: dict[str, Any] = {"type": "string"}
-    if bounded:  # OpenAI's strict mode refuses these; llama.cpp and vLLM honour them
+    if bounded:  # llama.cpp and vLLM honour a pattern; on OpenAI's API the fields stay free text
         schema["pattern"] = f'^[A-Z][^"\\\\\\n]{{{min_length - 1},{limit - 1}}}$'
     return schema
+
+
+def _const(value: str) -> dict[str, Any]:
+    return {"type": "string", "const": value}
+
+
+def _enum(values: list[str]) -> dict[str, Any]:
+    return {"type": "string", "enum": values}
 
 
 def _object(properties: dict[str, Any]) -> dict[str, Any]:
@@ -56,28 +65,26 @@ def proposal_schema(scaffold: Scaffold, example_runs: list[str], *, bounded: boo
     variants = [
         _object(
             {
-                "op": {"const": "add_rule"},
+                "op": _const("add_rule"),
                 "text": _string(TEXT_LIMITS["rule"], bounded=bounded, min_length=12),
             }
         ),
         _object(
             {
-                "op": {"const": "add_memory"},
+                "op": _const("add_memory"),
                 "title": _string(TEXT_LIMITS["title"], bounded=bounded, min_length=4),
                 "content": _string(TEXT_LIMITS["content"], bounded=bounded, min_length=12),
             }
         ),
     ]
     if example_runs:
-        variants.append(_object({"op": {"const": "add_example"}, "run": {"enum": example_runs}}))
+        variants.append(_object({"op": _const("add_example"), "run": _enum(example_runs)}))
     if scaffold.rules:
-        variants.append(
-            _object({"op": {"const": "remove_rule"}, "id": {"enum": [r.id for r in scaffold.rules]}})
-        )
+        variants.append(_object({"op": _const("remove_rule"), "id": _enum([r.id for r in scaffold.rules])}))
     return _object(
         {
             "diagnosis": _string(TEXT_LIMITS["diagnosis"], bounded=bounded, min_length=12),
-            "cause": {"enum": list(Cause.__args__)},
+            "cause": _enum(list(Cause.__args__)),
             "ops": {"type": "array", "items": {"anyOf": variants}, "maxItems": MAX_OPS},
         }
     )
@@ -88,7 +95,7 @@ def synthesis_schema(labels: list[str], *, bounded: bool = True) -> dict[str, An
     return _object(
         {
             "rationale": _string(TEXT_LIMITS["rationale"], bounded=bounded, min_length=12),
-            "keep": {"type": "array", "items": {"enum": labels}, "maxItems": MAX_OPS + 1},
+            "keep": {"type": "array", "items": _enum(labels), "maxItems": MAX_OPS + 1},
         }
     )
 
@@ -179,8 +186,12 @@ class Digest:
         hidden_tasks: Collection[str],
         with_eval: bool,
         with_steps: bool,
+        prompts: Mapping[str, str] | None = None,
     ):
-        self.candidates: dict[str, tuple[Trajectory, list[dict[str, Any]]]] = {}
+        """`prompts`: the raw task text of this run's training tasks, by id: a passing run of one of them
+        is offered as a worked example (never under the no-trajectory ablation, which hides steps)."""
+        self.candidates: dict[str, tuple[str, str, list[dict[str, Any]]]] = {}  # label -> (run, task, steps)
+        self.prompts = prompts if with_steps and prompts else {}
         shown = {e.task for e in scaffold.examples}
         parts = [
             scaffold_overview(scaffold),
@@ -191,7 +202,7 @@ class Digest:
         self._offer(traj, "R1", shown)
         similar = self._similar(traj, experience, hidden_tasks)
         if similar:
-            parts += ["", "SIMILAR PAST RUNS (training tasks):"]
+            parts += ["", "SIMILAR PAST RUNS (of other tasks):"]
         for n, other in enumerate(similar, start=2):
             parts.append(f"R{n} ({other.trajectory_id}) on task: {clip_middle(task_text(other), 200)}")
             parts += run_lines(other, with_eval=with_eval, with_steps=with_steps)
@@ -206,13 +217,12 @@ class Digest:
             self.text = f"THE RUN: {traj.trajectory_id}\n{self.text}"
 
     def _offer(self, traj: Trajectory, label: str, shown: set[str]) -> None:
-        ev = traj.evaluation
-        task = task_text(traj)
-        if ev is None or not ev.passed or task in shown:
+        ev, task = traj.evaluation, self.prompts.get(traj.task_id)
+        if task is None or ev is None or not ev.passed or task in shown:
             return
         steps = example_steps(traj)
         if steps is not None:
-            self.candidates[label] = (traj, steps)
+            self.candidates[label] = (traj.trajectory_id, task, steps)
 
     @staticmethod
     def _similar(traj: Trajectory, experience: Any, hidden: Collection[str]) -> list[Trajectory]:
@@ -257,12 +267,15 @@ def constrained_call(
         reply = raw["raw"]
     text = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
     try:
-        parsed = json.loads(text)
+        parsed = json.loads(text, strict=False)  # a raw control character inside a string is still text
     except json.JSONDecodeError as exc:
         cut = (reply.response_metadata or {}).get("finish_reason") == "length"
         return None, reply, f"the reply is not JSON ({'cut at the token cap' if cut else exc})"
-    if not isinstance(parsed, dict):
-        return None, reply, "the reply is not a JSON object"
+    try:  # an endpoint that takes response_format but does not enforce it: what it says is not trusted
+        jsonschema.validate(parsed, schema)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(map(str, exc.absolute_path)) or "the reply"
+        return None, reply, f"the reply does not fit the schema at {where}: {clip_middle(exc.message, 200)}"
     return parsed, reply, None
 
 
@@ -293,6 +306,11 @@ def _ask(
         parsed, reply, problem = constrained_call(model, messages, schema, name)
         replies.append(reply)
         messages.append(reply)
+        if problem is None:
+            try:
+                ops, diagnosis, cause, evidence = to_ops(parsed)
+            except (KeyError, TypeError, AttributeError, ValueError) as exc:  # beyond the schema check
+                problem = f"the reply names something not offered: {type(exc).__name__}: {exc}"
         if problem is not None:
             box.attempts += 1
             box.proposal.errors.append(problem)
@@ -301,7 +319,6 @@ def _ask(
                 break
             messages.append(HumanMessage(f"Rejected: {problem}. Answer again with one JSON object."))
             continue
-        ops, diagnosis, cause, evidence = to_ops(parsed)
         ops = [op if op.get("rationale") else op | {"rationale": diagnosis} for op in ops]  # each says why
         rejected = len(box.proposal.errors)
         answer = box.submit(ops, diagnosis, cause, evidence)
@@ -328,11 +345,13 @@ def reflect_structured(
     with_eval: bool = True,
     with_steps: bool = True,
     guidance: bool = True,
+    prompts: Mapping[str, str] | None = None,
 ) -> Proposal:
+    """`prompts`: raw task text by id of the run's training tasks (what a worked example shows)."""
     box = ProposalBox(scaffold, traj.task_id, [traj.trajectory_id], sandbox=sandbox)
     digest = Digest(
         traj, scaffold=scaffold, experience=experience, hidden_tasks=hidden_tasks,
-        with_eval=with_eval, with_steps=with_steps,
+        with_eval=with_eval, with_steps=with_steps, prompts=prompts,
     )  # fmt: skip
     schema = proposal_schema(scaffold, list(digest.candidates), bounded=_bounded(model))
     system = STRUCTURED_REFLECT.format(domain=clip_middle(domain_text, 600), max_ops=MAX_OPS)
@@ -344,16 +363,9 @@ def reflect_structured(
         ops, evidence = [], [traj.trajectory_id]
         for op in reply.get("ops") or []:
             if op.get("op") == "add_example":
-                run, steps = digest.candidates[op["run"]]
-                ops.append(
-                    {
-                        "op": "add_example",
-                        "task": task_text(run),
-                        "steps": steps,
-                        "evidence": [run.trajectory_id],
-                    }
-                )
-                evidence.append(run.trajectory_id)
+                run, task, steps = digest.candidates[op["run"]]
+                ops.append({"op": "add_example", "task": task, "steps": steps, "evidence": [run]})
+                evidence.append(run)
             else:
                 ops.append(dict(op))
         return ops, str(reply.get("diagnosis", "")), str(reply.get("cause", "other")), sorted(set(evidence))

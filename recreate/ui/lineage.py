@@ -83,15 +83,15 @@ def proposals_by_round(run: EvolveRun) -> list[RoundProposals]:
     return out
 
 
-PROTOCOL_PREFIXES = ("structured-", "agentic-", "")  # cache names carry the protocol (older runs: none)
-
-
-def _cached(run_dir: Path, kind: str, rest: str) -> dict[str, Any] | None:
-    for prefix in PROTOCOL_PREFIXES:
-        found = read_json(run_dir / "proposals" / f"{kind}-{prefix}{rest}.json")
-        if found is not None:
-            return found
-    return None
+def _cached(run_dir: Path, kind: str, key: str) -> dict[str, Any] | None:
+    """A saved proposal by its key's end: names carry the protocol and the optimizer's settings first
+    (older runs: nothing)."""
+    folder = run_dir / "proposals"
+    found = read_json(folder / f"{kind}-{key}.json")
+    if found is None:
+        for path in sorted(folder.glob(f"{kind}-*-{key}.json")):
+            return read_json(path)
+    return found
 
 
 def reflection(run_dir: Path, trajectory_id: str, scaffold_hash: str | None) -> dict[str, Any] | None:

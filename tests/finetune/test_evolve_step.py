@@ -54,7 +54,9 @@ def test_the_loop_fine_tunes_the_agent_model_and_gates_the_new_version(
     train, val = tasks[:2], tasks[2:]
     run_dir = recreate_home / "runs" / "ft-run"
     policy = ServedPolicy(recreate_home, run_dir / "policy", parallel=4, base=hf_model)
-    step = FinetuneStep(policy, FinetuneSettings(every=1, steps=1, lora_r=4, group_size=4, max_length=768))
+    step = FinetuneStep(
+        policy, FinetuneSettings(every=1, steps=1, lora_r=4, group_size=4, max_length=768, val_seeds=1)
+    )
     with policy:
         opt = ReCreateOptimizer(
             optimizer_model=f"scripted@{openai_server.url}", agent_model=policy.server.info.spec,

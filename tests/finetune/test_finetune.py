@@ -42,7 +42,9 @@ def test_finetune_trains_on_a_runs_logs_and_compares_base_and_tuned(hf_model, tm
     for traj in logged:  # the evaluator's choice, scripted: one run of each task passed, one failed
         traj.evaluation.score = float(traj.seed == 0)
         traj.save(run / "trajectories" / f"{traj.trajectory_id}.json")
-    (run / "config.json").write_text(json.dumps({"val": [t.id for t in held]}))
+    (run / "config.json").write_text(
+        json.dumps({"train": [t.id for t in train], "val": [t.id for t in held]})
+    )
 
     report = finetune(
         run_dir=run, home=home, scaffold=scaffold, domain=domain, val_tasks=held, steps=1, val_seeds=1,

@@ -27,7 +27,8 @@ def _logged(trajectory_id: str, *, task: str = "t1", sampling=SAMPLED, tokens: b
 def _run(tmp_path: Path, trajectories, val=("held",)) -> Path:
     run = tmp_path / "runs" / "r1"
     (run / "trajectories").mkdir(parents=True)
-    (run / "config.json").write_text(json.dumps({"val": list(val)}))
+    train = sorted({t.task_id for t in trajectories} - set(val))
+    (run / "config.json").write_text(json.dumps({"train": train, "val": list(val)}))
     for traj in trajectories:
         traj.save(run / "trajectories" / f"{traj.trajectory_id}.json")
     return run
@@ -45,7 +46,7 @@ def test_selection_keeps_training_runs_logged_as_sampled_and_holds_validation_ou
     assert sorted(f.stem for f in chosen.files) == ["t-ok1", "t-ok2"]
     assert chosen.temperature == 0.7
     assert chosen.skipped == {
-        "validation task (held out)": 1,
+        "held-out task (validation or test)": 1,
         "log-probs are not the sampling distribution's": 1,
         "no token ids / log-probs logged": 1,
         "other scaffold version": 1,

@@ -35,7 +35,13 @@ def test_every_reflection_of_the_embedded_model_fits_the_schema(embedded_server)
     for n, (question, passed, command) in enumerate(RUNS):
         traj = _run(f"t-{n}", question, passed=passed, command=command)
         digest = Digest(
-            traj, scaffold=scaffold, experience=None, hidden_tasks=(), with_eval=True, with_steps=True
+            traj,
+            scaffold=scaffold,
+            experience=None,
+            hidden_tasks=(),
+            with_eval=True,
+            with_steps=True,
+            prompts={traj.task_id: question},
         )
         schema = proposal_schema(scaffold, list(digest.candidates))
         proposal = reflect_structured(
@@ -46,6 +52,7 @@ def test_every_reflection_of_the_embedded_model_fits_the_schema(embedded_server)
             experience=None,
             sandbox="bwrap",
             hidden_tasks=(),
+            prompts={traj.task_id: question},
         )
         replies = [m for m in proposal.transcript if m["role"] == "ai"]
         assert replies, proposal.errors

@@ -225,3 +225,51 @@ def open_files() -> list[str]:
         with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
             found.append(os.readlink(f"/proc/self/fd/{fd}"))
     return found
+
+
+def test_the_run_ends_with_the_seed_pair_and_the_final_pair_on_the_untouched_test_split(
+    recreate_home, openai_server
+):
+    openai_server.responder = responder
+    domain = get_domain("jsonl", data=WORDS / "tasks.jsonl", evaluator=EVALUATOR, train=0.5, val=0.2)
+    test_ids = {t.id for t in domain.tasks("test")}
+    assert test_ids == {"echo"}
+    opt = optimizer(recreate_home, openai_server.url, rounds=1, test_seeds=3)
+    result = opt.optimize(
+        seed=SEED, domain=domain, trainset=domain.tasks("train"), valset=domain.tasks("val")
+    )
+
+    test = result.test
+    assert test["tasks"] == 1 and test["seeds"] == 3
+    assert test["seed"]["scaffold"] == result.history[0]["ref"] and test["final"]["scaffold"] == result.final
+    assert result.final != result.history[0]["ref"]  # the fix was accepted: two different pairs
+    assert (test["seed"]["mean"], test["final"]["mean"]) == (0.0, 1.0)  # the seed answers in the wrong case
+    assert test["difference"] | {"low": 1.0, "high": 1.0} == {
+        "mean": 1.0, "low": 1.0, "high": 1.0, "n": 3, "better": 3, "worse": 0
+    }  # fmt: skip
+    runs = [e for e in opt.experience.list() if e.task_id in test_ids]
+    assert (
+        len(runs) == 6 and len({opt.experience.get(e.id).seed for e in runs}) == 3
+    )  # same seeds, both pairs
+    # the test task never reached the meta-agent: no request to the optimizer or synthesis names it
+    optimizer_requests = [b for b in openai_server.requests if "ReCreate" in json.dumps(b["messages"][:1])]
+    assert optimizer_requests and not any("Echo" in json.dumps(b) for b in optimizer_requests)
+    config = json.loads((result.run_dir / "config.json").read_text())
+    assert (
+        config["test"] == ["echo"]
+        and json.loads((result.run_dir / "result.json").read_text())["test"] == test
+    )
+    report = write_report(result, result.run_dir / "report").read_text()
+    assert "Final test" in report and "+1.000" in report
+
+
+def test_without_a_test_split_or_with_test_seeds_0_there_is_no_final_test(
+    recreate_home, openai_server, domain
+):
+    openai_server.responder = responder
+    opt = optimizer(recreate_home, openai_server.url, rounds=1, test_seeds=0)
+    result = opt.optimize(
+        seed=SEED, domain=domain, trainset=domain.tasks("train"), valset=domain.tasks("val")
+    )
+    assert result.finished and result.test is None
+    assert "not run" in write_report(result, result.run_dir / "report").read_text()

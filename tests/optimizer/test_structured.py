@@ -16,7 +16,13 @@ from recreate.models import make_chat_model
 from recreate.optimizer import prompts
 from recreate.optimizer.proposals import Proposal
 from recreate.optimizer.protocol import resolve_protocol
-from recreate.optimizer.structured import Digest, proposal_schema, reflect_structured, synthesize_structured
+from recreate.optimizer.structured import (
+    Digest,
+    proposal_schema,
+    reflect_structured,
+    synthesize_structured,
+    task_text,
+)
 from recreate.scaffold import apply, load_scaffold
 from recreate.testing import text
 from tests.experience.factory import bash_step
@@ -55,6 +61,7 @@ def _reflect(traj: Trajectory, scaffold, url: str, experience=None, hidden=()) -
         experience=experience,
         sandbox="bwrap",
         hidden_tasks=hidden,
+        prompts={traj.task_id: task_text(traj)},
     )
 
 
@@ -117,13 +124,18 @@ def test_no_change_is_a_stated_empty_proposal(openai_server, scaffold):
 
 
 def test_a_rejected_proposal_is_fed_back_once_then_dropped(openai_server, scaffold):
-    bad = {"diagnosis": "The rule misled it.", "cause": "other", "ops": [{"op": "remove_rule", "id": "r9"}]}
-    openai_server.enqueue(text(json.dumps(bad)), text("not json at all"))
-    proposal = _reflect(_run("t-40", "What is 40 + 2?", passed=False), scaffold, openai_server.url)
+    ruled = apply(scaffold, [{"op": "add_rule", "id": "r7", "text": "Check the answer."}])
+    twice = {
+        "diagnosis": "The rule misled it.",
+        "cause": "other",
+        "ops": [{"op": "remove_rule", "id": "r7"}] * 2,
+    }
+    openai_server.enqueue(text(json.dumps(twice)), text("not json at all"))
+    proposal = _reflect(_run("t-40", "What is 40 + 2?", passed=False), ruled, openai_server.url)
     assert proposal.status == "dropped" and len(proposal.errors) == 2
-    assert "unknown rule 'r9'" in proposal.errors[0] and "not JSON" in proposal.errors[1]
+    assert "unknown rule 'r7'" in proposal.errors[0] and "not JSON" in proposal.errors[1]
     feedback = openai_server.requests[1]["messages"][-1]["content"]
-    assert feedback.startswith("Rejected") and "r9" in feedback
+    assert feedback.startswith("Rejected") and "r7" in feedback
     assert len(openai_server.requests) == 2
 
 
@@ -133,9 +145,11 @@ def test_the_digest_shows_similar_training_runs_and_never_held_out_ones(recreate
     store.add(traj)
     store.add(_run("train-2", "What is 41 + 2?", passed=True))
     store.add(_run("val-1", "What is 42 + 2? HELD-OUT-TEXT", passed=True))
+    prompts = {"train-1": "What is 40 + 2?", "train-2": "What is 41 + 2?"}
     digest = Digest(
-        traj, scaffold=scaffold, experience=store, hidden_tasks={"val-1"}, with_eval=True, with_steps=True
-    )
+        traj, scaffold=scaffold, experience=store, hidden_tasks={"val-1"}, with_eval=True, with_steps=True,
+        prompts=prompts,
+    )  # fmt: skip
     assert "What is 41 + 2?" in digest.text and "HELD-OUT-TEXT" not in digest.text
     assert list(digest.candidates) == ["R2"]  # the failing run itself is no example; its passing neighbour is
     blind = Digest(
@@ -211,3 +225,85 @@ def test_the_optimizer_prompts_are_domain_free(name):
     template = getattr(prompts, name).lower()
     named = [w for w in DOMAIN_WORDS if re.search(rf"\b{re.escape(w)}\b", template)]
     assert not named, f"{name} names a domain: {named}"
+
+
+def test_a_reply_outside_the_schema_is_recorded_never_raised(openai_server, scaffold):
+    """An endpoint that takes response_format without enforcing it: a label never offered, an op that is
+    not an object. The reflection records both, fed back once, and the round goes on."""
+    outside = {
+        "diagnosis": "Keep the other run.",
+        "cause": "none",
+        "ops": [{"op": "add_example", "run": "R7"}],
+    }
+    openai_server.enqueue(text(json.dumps(outside)), text(json.dumps(outside | {"ops": ["add_rule"]})))
+    proposal = _reflect(_run("t-40", "What is 40 + 2?", passed=True), scaffold, openai_server.url)
+    assert proposal.status == "dropped" and len(proposal.errors) == 2
+    assert all("does not fit the schema at ops/0" in e for e in proposal.errors)
+    assert [m["role"] for m in proposal.transcript] == ["system", "human", "ai", "human", "ai"]
+    patch = synthesize_structured(
+        [Proposal(source="a", status="ok", ops=[{"op": "add_rule", "text": "Check the answer twice."}])],
+        scaffold=scaffold,
+        domain_text="Tasks.",
+        model=make_chat_model(f"scripted@{openai_server.url}", role="synthesis"),
+        sandbox="bwrap",
+        check=None,
+        outcomes={},
+    )
+    assert patch.status == "dropped"  # the scripted server had no reply left: both asks were refused
+
+
+def test_a_worked_example_shows_the_raw_task_and_not_under_the_no_trajectory_ablation(
+    openai_server, scaffold
+):
+    wrapped = scaffold.model_copy(update={"instance_template": "Problem:\n{{ task }}\nAnswer with a number."})
+    traj = _run("t-40", "Problem:\nWhat is 40 + 2?\nAnswer with a number.", passed=True)
+    prompts = {"t-40": "What is 40 + 2?"}
+    digest = Digest(
+        traj,
+        scaffold=wrapped,
+        experience=None,
+        hidden_tasks=(),
+        with_eval=True,
+        with_steps=True,
+        prompts=prompts,
+    )
+    assert digest.candidates["R1"][1] == "What is 40 + 2?"  # shown through the template once, not twice
+    blind = Digest(
+        traj,
+        scaffold=wrapped,
+        experience=None,
+        hidden_tasks=(),
+        with_eval=True,
+        with_steps=False,
+        prompts=prompts,
+    )
+    assert not blind.candidates  # the ablation hides the steps: it may not copy them either
+    unknown = Digest(
+        traj, scaffold=wrapped, experience=None, hidden_tasks=(), with_eval=True, with_steps=True, prompts={}
+    )
+    assert not unknown.candidates  # a run of a task this run does not train on is never an example
+    shown = apply(wrapped, [{"op": "add_example", "task": "What is 40 + 2?", "steps": [{"submit": "42"}]}])
+    again = Digest(
+        traj,
+        scaffold=shown,
+        experience=None,
+        hidden_tasks=(),
+        with_eval=True,
+        with_steps=True,
+        prompts=prompts,
+    )
+    assert not again.candidates  # already an example
+
+
+def test_a_run_from_before_the_new_settings_resumes_without_force():
+    from recreate.optimizer.optimizer import config_differences
+
+    old = {"evolve": {"seed": 0, "rounds": 2}, "train": ["a"], "val": ["b"]}
+    new = {
+        "evolve": {"seed": 0, "rounds": 2, "optimizer_protocol": "auto", "test_seeds": 2},
+        "train": ["a"], "val": ["b"], "test": ["c"],
+    }  # fmt: skip
+    assert config_differences(old, new) == []
+    assert config_differences(new, new | {"evolve": new["evolve"] | {"test_seeds": 0}}) == [
+        "evolve.test_seeds"
+    ]

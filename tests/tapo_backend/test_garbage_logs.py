@@ -188,7 +188,7 @@ def test_finetune_selection_skips_garbage_and_links_out_of_the_run(tmp_path: Pat
     run = tmp_path / "runs" / "r1"
     folder = run / "trajectories"
     folder.mkdir(parents=True)
-    (run / "config.json").write_text(json.dumps({"val": []}))
+    (run / "config.json").write_text(json.dumps({"train": ["task-0", "task-1"], "val": []}))
     for name, (edit, _, _) in FAULTS.items():
         doc = _good(tokenizer, 0, "A", name)
         edit(doc)
