@@ -226,7 +226,8 @@ def _edit_html(h: dict[str, Any]) -> str:
 
 def _test_html(test: dict[str, Any] | None) -> str:
     if not test:
-        return "<h2>Final test</h2><p>(not run: the run stopped before its end, the domain has no test split, or --test-seeds 0)</p>"
+        why = "the run stopped before its end, the domain has no test split, or --test-seeds 0"
+        return f"<h2>Final test</h2><p>(not run: {why})</p>"
     rows = "".join(
         f"<tr><td>{name}</td><td>{html.escape(str(side['scaffold']))}</td>"
         f"<td>{html.escape(str(side['model'] or '—'))}</td><td>{side['mean']:.3f}</td>"
