@@ -136,7 +136,10 @@ class ReCreateOptimizer:
         run_dir = self.settings.home / "runs" / run_id
         run_dir.mkdir(parents=True, exist_ok=True)
         seed_scaffold = seed if isinstance(seed, Scaffold) else load_scaffold(seed, store=self.scaffolds)
-        seed_ref = self.scaffolds.commit(seed_scaffold, message=f"seed of {run_id}", set_head=False).ref
+        stored = run_dir / "config.json"
+        seed_ref = self._stored_seed(stored, seed_scaffold)  # a resume: the version it started from
+        if seed_ref is None:
+            seed_ref = self.scaffolds.commit(seed_scaffold, message=f"seed of {run_id}", set_head=False).ref
         run_config = {
             "run_id": run_id,
             "seed_ref": seed_ref,
@@ -152,7 +155,6 @@ class ReCreateOptimizer:
             "val": [t.id for t in valset],
             "test": [t.id for t in test_tasks(domain, trainset, valset)] if self.config.test_seeds else [],
         }
-        stored = run_dir / "config.json"
         if stored.is_file() and not force:
             differing = config_differences(json.loads(stored.read_text(encoding="utf-8")), run_config)
             if differing:
@@ -188,6 +190,17 @@ class ReCreateOptimizer:
         }
         stored.write_text(json.dumps(run_config, indent=1), encoding="utf-8")
         return graph, cfg, loop, ledger
+
+    def _stored_seed(self, stored: Path, seed: Scaffold) -> str | None:
+        """The seed version a run being resumed started from, when `seed` has its content. Committing the
+        seed again would make a new version once the run's HEAD has moved on (its parent is the HEAD)."""
+        if not stored.is_file():
+            return None
+        ref = json.loads(stored.read_text(encoding="utf-8")).get("seed_ref")
+        try:
+            return ref if ref and self.scaffolds.resolve(ref).hash == seed.content_hash() else None
+        except Exception:  # a store that no longer has it: commit the seed anew
+            return None
 
     def _rollout_fn(self, domain: Domain, ledger: UsageLedger, run_id: str):
         """(scaffold, task, seed) -> (evaluated trajectory, came from the cache)."""

@@ -273,3 +273,18 @@ def test_without_a_test_split_or_with_test_seeds_0_there_is_no_final_test(
     )
     assert result.finished and result.test is None
     assert "not run" in write_report(result, result.run_dir / "report").read_text()
+
+
+def test_a_run_whose_head_moved_on_resumes_from_the_seed_version_it_started_with(
+    recreate_home, openai_server, domain
+):
+    """The seed committed again would be a new version (its parent is the moved HEAD): a resume that did
+    so was refused as "started with another config (seed_ref differ)"."""
+    openai_server.responder = responder
+    opt = optimizer(recreate_home, openai_server.url, rounds=1)
+    sets = {"trainset": domain.tasks("train"), "valset": domain.tasks("val")}
+    result = opt.optimize(seed=SEED, domain=domain, run_id="moved", **sets)
+    assert result.final != result.history[0]["ref"]  # HEAD moved on
+    _, _, loop, _ = opt.build(seed=SEED, domain=domain, run_id="moved", checkpointer=None, **sets)
+    assert loop.seed_ref == result.history[0]["ref"]
+    assert json.loads((result.run_dir / "config.json").read_text())["seed_ref"] == loop.seed_ref
