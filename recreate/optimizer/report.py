@@ -26,6 +26,8 @@ COMPONENT = {
     "add_memory": "memory",
     "remove_memory": "memory",
     "vote": "counters",
+    "add_example": "examples",
+    "remove_example": "examples",
 }
 
 

@@ -319,7 +319,8 @@ def _ask(
                 break
             messages.append(HumanMessage(f"Rejected: {problem}. Answer again with one JSON object."))
             continue
-        ops = [op if op.get("rationale") else op | {"rationale": diagnosis} for op in ops]  # each says why
+        # each op says why, and from which runs
+        ops = [{"rationale": diagnosis, **op, "evidence": op.get("evidence") or evidence} for op in ops]
         rejected = len(box.proposal.errors)
         answer = box.submit(ops, diagnosis, cause, evidence)
         if len(box.proposal.errors) == rejected:  # recorded: ops, or a stated "no change"
