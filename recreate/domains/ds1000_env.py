@@ -13,6 +13,7 @@ import argparse
 import fcntl
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -37,12 +38,41 @@ class EnvBuildError(RuntimeError):
     """The environment could not be built; the message says why and what to do."""
 
 
+SHARED_ENV = Path("/var/tmp/recreate-ds1000-env")
+
+
 def default_env_path(home: str | Path | None = None) -> Path:
-    """RECREATE_DS1000_ENV, else <home>/envs/ds1000 (home: argument, RECREATE_HOME, or .recreate)."""
+    """RECREATE_DS1000_ENV, else <home>/envs/ds1000 (home: argument, RECREATE_HOME, or .recreate), else
+    (root with a home the sandbox's unprivileged uid cannot enter, e.g. a 0700 home) SHARED_ENV."""
     if os.environ.get("RECREATE_DS1000_ENV"):
         return Path(os.environ["RECREATE_DS1000_ENV"]).expanduser().absolute()
     base = Path(home or os.environ.get("RECREATE_HOME") or ".recreate").expanduser()
-    return (base / "envs" / "ds1000").absolute()
+    private = (base / "envs" / "ds1000").absolute()
+    if os.geteuid() != 0 or _others_can_enter(private):
+        return private
+    return _shared_env()
+
+
+def _others_can_enter(path: Path) -> bool:
+    # the same rule as recreate.domains.repo_env's (this file runs before the package is installed)
+    existing = [p for p in (*reversed(path.resolve().parents), path.resolve()) if p.exists()]
+    return all(stat.S_ISDIR(m) and m & stat.S_IXOTH for m in (p.stat().st_mode for p in existing))
+
+
+def _shared_env() -> Path:
+    """SHARED_ENV's parent must be root's and closed to others' writes: nobody else may plant a venv."""
+    parent = SHARED_ENV.parent
+    info = parent.lstat()
+    if not stat.S_ISDIR(info.st_mode) or (info.st_uid != 0 and info.st_mode & 0o022):
+        raise EnvBuildError(
+            f"{parent} is not a safe place for the shared DS-1000 environment; set RECREATE_DS1000_ENV"
+        )
+    if SHARED_ENV.exists() and (SHARED_ENV.lstat().st_uid != 0 or SHARED_ENV.lstat().st_mode & 0o022):
+        raise EnvBuildError(
+            f"{SHARED_ENV} (where root keeps the DS-1000 environment when RECREATE_HOME is private) is not a "
+            "root-owned folder closed to others' writes; remove it, or set RECREATE_DS1000_ENV"
+        )
+    return SHARED_ENV
 
 
 def env_python(env: Path) -> Path:
@@ -112,11 +142,15 @@ def ensure_env(env: str | Path | None = None, python: str | None = None, echo=pr
         log = env.parent / f"{env.name}-build.log"
         log.write_text("")
         echo(f"building the DS-1000 environment in {env} (about 1 min online; log: {log})")
-        _run([base, "-m", "venv", str(env)], log, "creating the venv")
-        pip = [str(env_python(env)), "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
-        _run([*pip, *REQUIREMENTS], log, "installing the pinned libraries")
-        _build_font_cache(env, log)
-        (env / STAMP).write_text(_stamp_text(base))
+        umask = os.umask(0o022)  # the sandbox's unprivileged uid reads it, whatever the caller's umask
+        try:
+            _run([base, "-m", "venv", str(env)], log, "creating the venv")
+            pip = [str(env_python(env)), "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
+            _run([*pip, *REQUIREMENTS], log, "installing the pinned libraries")
+            _build_font_cache(env, log)
+            (env / STAMP).write_text(_stamp_text(base))
+        finally:
+            os.umask(umask)
     return env
 
 
