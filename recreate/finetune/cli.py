@@ -28,6 +28,9 @@ def finetune_command(
     val_seeds: int = typer.Option(2, "--val-seeds", min=1, help="Evaluation runs per validation task."),
     val_limit: int = typer.Option(None, "--val-limit", min=1),
     home: Path = typer.Option(None, "--home"),
+    strict: bool = typer.Option(
+        False, "--strict", help="Refuse the run's logs if any file is garbage, instead of skipping it."
+    ),
 ) -> None:
     """Train (LoRA) from an evolve run's logs, serve the new policy, and compare it with the version it
     started from (the base model; after an earlier `finetune` of the run, the version that one made)."""
@@ -48,6 +51,7 @@ def finetune_command(
         val_tasks=dom.tasks("val")[:val_limit], algo=algo, steps=steps, lora_r=lora_r,
         min_group_size=min_group_size, val_seeds=val_seeds, **({"lr": lr} if lr is not None else {}),
         versions=set(versions.split(",")) if versions else None, sandbox=settings.sandbox, log=console.print,
+        strict=strict,
     )  # fmt: skip
     table = Table(title=f"fine-tuned {report.policy} from {report.selected} trajectories of {run}")
     for col in ("model", "val pass@1", "95% CI", "tokens", "time"):

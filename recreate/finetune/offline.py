@@ -61,9 +61,12 @@ class FinetuneReport:
     skipped: dict[str, int]
 
 
-def select_trajectories(run_dir: Path, *, versions: set[str] | None = None) -> Selection:
+def select_trajectories(
+    run_dir: Path, *, versions: set[str] | None = None, strict: bool = False
+) -> Selection:
     """The run's trajectories that the trainer can use as logged (see the module doc); garbage (a link
-    out of the run's folder, non-finite values, bad token ids) is skipped as `tapo_backend.load` says."""
+    out of the run's folder, an unreadable file, non-finite values, bad token ids) is skipped as
+    `tapo_backend.load` says, or with `strict` refused, naming the file."""
     config_file = run_dir / "config.json"
     if not config_file.is_file():
         raise FinetuneError(f"{run_dir} is not an evolve run (no config.json); pass --run RUN_ID")
@@ -76,15 +79,22 @@ def select_trajectories(run_dir: Path, *, versions: set[str] | None = None) -> S
     def skip(reason: str) -> None:
         skipped[reason] = skipped.get(reason, 0) + 1
 
+    def garbage(file: Path, reason: str) -> None:
+        if strict:
+            raise FinetuneError(
+                f"{file}: {reason} (--strict refuses the run's logs; drop it to skip such files)"
+            )
+        skip(reason)
+
     folder = run_dir / "trajectories"
     for file in sorted(folder.glob("*.json")):
         if link_outside(file, folder):
-            skip(OUTSIDE)
+            garbage(file, OUTSIDE)
             continue
         try:
             traj = load_trajectory(json.loads(file.read_text(encoding="utf-8")))
         except (ValueError, OSError, RecursionError):
-            skip("unreadable")
+            garbage(file, "unreadable")
             continue
         if traj.task_id not in train:
             skip("held-out task (validation or test)")
@@ -93,7 +103,7 @@ def select_trajectories(run_dir: Path, *, versions: set[str] | None = None) -> S
         elif traj.evaluation is None or traj.metadata.get("rollout_error"):
             skip("not evaluated")
         elif fault := trajectory_fault(traj):  # NaN rewards, bad log-probs or ids, oversized
-            skip(fault[0])
+            garbage(file, fault[0])
         elif not traj.steps or not all(s.token_ids and s.logprobs for s in traj.steps):
             skip("no token ids / log-probs logged")
         elif traj.model is None:
@@ -157,12 +167,13 @@ def finetune(
     versions: set[str] | None = None,
     sandbox: Any = "bwrap",
     log=print,
+    strict: bool = False,
 ) -> FinetuneReport:
     from tapo_backend.config import LoraSettings, TrainConfig
     from tapo_backend.trainer import train
 
     sandbox = resolve_sandbox(sandbox)
-    selection = select_trajectories(run_dir, versions=versions)
+    selection = select_trajectories(run_dir, versions=versions, strict=strict)
     count, temperature = len(selection.files), selection.temperature
     log(f"selected {count} trajectories (T={temperature}); skipped {selection.skipped}")
     work = run_dir / "finetune"

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from recreate.experience.schema import ModelInfo
-from recreate.finetune.offline import select_trajectories
+from recreate.finetune.offline import FinetuneError, select_trajectories
 from tapo_backend.data import DataError, build_dataset, collate, tokenize_trajectory
 from tapo_backend.load import LOGPROB_TOLERANCE, MAX_FILE_BYTES, read_logs
 
@@ -203,6 +203,8 @@ def test_finetune_selection_skips_garbage_and_links_out_of_the_run(tmp_path: Pat
         "bad logprob": 3, "bad reward": 3, "oversized": 1, "link outside the logs": 1,
         "token id outside the vocabulary": 1,
     }  # fmt: skip
+    with pytest.raises(FinetuneError, match=r"\.json: .*--strict"):  # `recreate finetune --strict`
+        select_trajectories(run, strict=True)
 
 
 def test_training_beside_garbage_has_a_finite_loss(
