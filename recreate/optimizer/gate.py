@@ -59,15 +59,9 @@ def paired_gate(
     if not keys:
         reason = "rejected: no validation task was scored for both versions (n=0)"
         return GateResult(False, reason, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, min_improvement)
-    by_task: dict[str, list[float]] = defaultdict(list)
-    for key in keys:
-        by_task[task_of(key)].append(candidate[key] - parent[key])
-    per_task = np.array([np.mean(d) for _, d in sorted(by_task.items())])
+    per_task = _per_task({key: candidate[key] - parent[key] for key in keys})
     improvement = float(per_task.mean())
-    rng = np.random.default_rng(seed)
-    means = per_task[rng.integers(0, len(per_task), size=(RESAMPLES, len(per_task)))].mean(axis=1)
-    tail = (1 - CONFIDENCE) / 2 * 100
-    low, high = (float(x) for x in np.percentile(means, [tail, 100 - tail]))
+    low, high = _interval(per_task, seed)
     diffs = [candidate[k] - parent[k] for k in keys]
     wins, losses = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
     smaller = candidate_size is not None and parent_size is not None and candidate_size < parent_size
@@ -104,17 +98,25 @@ def paired_gate(
     )
 
 
-def mean_interval(scores: dict[str, float], *, seed: int = 0) -> tuple[float, float, float]:
-    """The mean of `scores` (keys as in `paired_gate`) with its 95% interval: a percentile bootstrap
-    over tasks (a task's seeds resampled together), as the gate's."""
-    if not scores:
-        return 0.0, 0.0, 0.0
+def _per_task(scores: dict[str, float]) -> np.ndarray:
+    """Each task's mean over its seeds, in task order (a task's seeds are correlated: one unit)."""
     by_task: dict[str, list[float]] = defaultdict(list)
     for key, value in scores.items():
         by_task[task_of(key)].append(value)
-    per_task = np.array([np.mean(v) for _, v in sorted(by_task.items())])
+    return np.array([np.mean(v) for _, v in sorted(by_task.items())])
+
+
+def _interval(per_task: np.ndarray, seed: int) -> tuple[float, float]:
+    """The percentile bootstrap interval of the mean over tasks (tasks resampled with replacement)."""
     rng = np.random.default_rng(seed)
     means = per_task[rng.integers(0, len(per_task), size=(RESAMPLES, len(per_task)))].mean(axis=1)
     tail = (1 - CONFIDENCE) / 2 * 100
     low, high = (float(x) for x in np.percentile(means, [tail, 100 - tail]))
-    return float(np.mean(list(scores.values()))), low, high
+    return low, high
+
+
+def mean_interval(scores: dict[str, float], *, seed: int = 0) -> tuple[float, float, float]:
+    """The mean of `scores` (keys as in `paired_gate`) with its 95% interval, bootstrapped as the gate's."""
+    if not scores:
+        return 0.0, 0.0, 0.0
+    return (float(np.mean(list(scores.values()))), *_interval(_per_task(scores), seed))

@@ -68,7 +68,6 @@ class ProposalBox:
     ) -> str:
         if self.done:
             return "A proposal was already recorded; reply with a short final message and stop."
-        self.attempts += 1
         try:
             if isinstance(ops, str):
                 ops = json.loads(ops)
@@ -77,18 +76,23 @@ class ProposalBox:
             if self.check is not None:
                 self.check(patched)
         except Exception as exc:  # any rejection is fed back once, then recorded
-            msg = f"{type(exc).__name__}: {exc}"
-            self.proposal.errors.append(msg)
-            if self.attempts >= MAX_ATTEMPTS:
-                self.proposal.status = "dropped"
-                return f"Rejected again ({msg}). The proposal is dropped; stop now."
-            return f"Rejected: {msg}\nFix the ops and call the tool again (one more attempt)."
+            return self.refuse(f"{type(exc).__name__}: {exc}")
+        self.attempts += 1
         self.proposal.ops = [op.model_dump(mode="json") for op in parsed]
         self.proposal.diagnosis = diagnosis
         self.proposal.cause = cause if cause in Cause.__args__ else "other"
         self.proposal.evidence = list(evidence or self.proposal.trajectory_ids)
         self.proposal.status = "ok" if parsed else "empty"
         return f"Recorded {len(parsed)} op(s). Reply with a one-line summary and stop."
+
+    def refuse(self, problem: str, again: str = "Fix the ops and call the tool again") -> str:
+        """Record a rejected attempt: the first goes back to the model, the second drops the proposal."""
+        self.attempts += 1
+        self.proposal.errors.append(problem)
+        if self.attempts >= MAX_ATTEMPTS:
+            self.proposal.status = "dropped"
+            return f"Rejected again ({problem}). The proposal is dropped; stop now."
+        return f"Rejected: {problem}\n{again} (one more attempt)."
 
     def run(self, agent: Any, request: str, *, max_steps: int, who: str) -> Proposal:
         """Invoke `agent` on `request` until it stops; hitting its step limit, or a conversation the
@@ -110,10 +114,7 @@ class ProposalBox:
             self.proposal.errors.append(f"the {who}'s conversation outgrew the model's context ({error})")
         finally:
             self.proposal.transcript = transcript_of(messages)
-            self.proposal.usage = {
-                key: sum(int((getattr(m, "usage_metadata", None) or {}).get(key, 0)) for m in messages)
-                for key in ("input_tokens", "output_tokens")
-            }
+            self.proposal.usage = usage_of(messages)
         return self.finish()
 
     def finish(self) -> Proposal:
@@ -148,6 +149,14 @@ def transcript_of(messages: list[Any]) -> list[dict[str, Any]]:
             entry["tokens"] = {k: int(usage.get(k, 0)) for k in ("input_tokens", "output_tokens")}
         out.append(entry)
     return out
+
+
+def usage_of(messages: list[Any]) -> dict[str, int]:
+    """The tokens of a conversation's model replies (the other messages carry none)."""
+    return {
+        key: sum(int((getattr(m, "usage_metadata", None) or {}).get(key, 0)) for m in messages)
+        for key in ("input_tokens", "output_tokens")
+    }
 
 
 def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:

@@ -21,9 +21,10 @@ import jsonschema
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
+from recreate.experience.digest import action_text, observation_text, task_statement
 from recreate.experience.schema import Trajectory
 from recreate.optimizer.prompts import STRUCTURED_EXAMPLES, STRUCTURED_REFLECT, STRUCTURED_SYNTHESIZE
-from recreate.optimizer.proposals import Cause, Proposal, ProposalBox, transcript_of
+from recreate.optimizer.proposals import Cause, Proposal, ProposalBox, transcript_of, usage_of
 from recreate.scaffold import Scaffold
 from recreate.text import clip_middle
 
@@ -102,35 +103,18 @@ def synthesis_schema(labels: list[str], *, bounded: bool = True) -> dict[str, An
 
 # -- the evidence digest ----------------------------------------------------------------------------
 def task_text(traj: Trajectory) -> str:
-    """The task as the agent read it: the first user turn that is not a worked example."""
-    for message in traj.messages:
-        if message.get("role") in ("user", "human") and message.get("name") != "example":
-            content = message.get("content")
-            return content if isinstance(content, str) else json.dumps(content)
-    return traj.task_id
-
-
-def _action_text(action: dict[str, Any] | None) -> str:
-    if not action:
-        return "(no action)"
-    if "format_error" in action:
-        return f"malformed reply: {action['format_error']}"
-    args = action.get("args") or {}
-    value = args.get("command") or args.get("answer") or json.dumps(args)
-    return f"{action.get('tool', '?')}: {value}"
+    """The task as the agent read it (its id when no message holds it)."""
+    return task_statement(traj) or traj.task_id
 
 
 def run_lines(traj: Trajectory, *, with_eval: bool, with_steps: bool = True) -> list[str]:
     lines = []
     if with_steps:
         for step in traj.steps:
-            lines.append(f"  step {step.index}: {clip_middle(_action_text(step.action), STEP_CHARS)}")
-            obs = step.observation
-            if obs is not None:
-                out = (obs.stdout + ("\n" + obs.stderr if obs.stderr else "")).strip() or "(no output)"
-                lines.append(f"    -> exit {obs.exit_code}: {clip_middle(out, STEP_CHARS)}")
-            elif step.error:
-                lines.append(f"    -> error: {clip_middle(step.error, STEP_CHARS)}")
+            lines.append(f"  step {step.index}: {clip_middle(action_text(step), STEP_CHARS)}")
+            shown = observation_text(step, STEP_CHARS) or (f"error: {step.error}" if step.error else "")
+            if shown:
+                lines.append(f"    -> {clip_middle(shown, STEP_CHARS)}")
     ev = traj.evaluation
     outcome = f"  outcome: {traj.outcome.exit_status}, submitted {traj.outcome.submission!r}"
     if ev is not None:
@@ -283,14 +267,6 @@ def _bounded(model: BaseChatModel) -> bool:
     return "api.openai.com" not in str(getattr(model, "openai_api_base", None) or "api.openai.com")
 
 
-def _usage(replies: list[AIMessage]) -> dict[str, int]:
-    total = {"input_tokens": 0, "output_tokens": 0}
-    for reply in replies:
-        for key in total:
-            total[key] += int((reply.usage_metadata or {}).get(key, 0))
-    return total
-
-
 def _ask(
     box: ProposalBox,
     model: BaseChatModel,
@@ -301,10 +277,8 @@ def _ask(
 ) -> Proposal:
     """Ask until the box holds a proposal (a rejection of the ops is fed back once), recording the
     conversation and its tokens on the proposal."""
-    replies: list[AIMessage] = []
     while not box.done:
         parsed, reply, problem = constrained_call(model, messages, schema, name)
-        replies.append(reply)
         messages.append(reply)
         if problem is None:
             try:
@@ -312,12 +286,9 @@ def _ask(
             except (KeyError, TypeError, AttributeError, ValueError) as exc:  # beyond the schema check
                 problem = f"the reply names something not offered: {type(exc).__name__}: {exc}"
         if problem is not None:
-            box.attempts += 1
-            box.proposal.errors.append(problem)
-            if box.attempts >= 2:
-                box.proposal.status = "dropped"
-                break
-            messages.append(HumanMessage(f"Rejected: {problem}. Answer again with one JSON object."))
+            answer = box.refuse(problem, again="Answer again with one JSON object")
+            if not box.done:
+                messages.append(HumanMessage(answer))
             continue
         # each op says why, and from which runs
         ops = [{"rationale": diagnosis, **op, "evidence": op.get("evidence") or evidence} for op in ops]
@@ -330,7 +301,7 @@ def _ask(
     proposal = box.finish()
     proposal.protocol = "structured"
     proposal.transcript = transcript_of(messages)
-    proposal.usage = _usage(replies)
+    proposal.usage = usage_of(messages)
     return proposal
 
 
