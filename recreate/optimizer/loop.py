@@ -117,15 +117,6 @@ def test_tasks(domain: Domain, trainset: list[Task], valset: list[Task]) -> list
     return []
 
 
-def held_out_task_ids(domain: Domain, trainset: list[Task], valset: list[Task]) -> frozenset[str]:
-    """Validation and test task ids, which the meta-agent must never see (training ones excepted, when a
-    user insisted on validating on training tasks)."""
-    ids = {t.id for t in valset}
-    with contextlib.suppress(ValueError, LookupError, OSError):  # a domain without a test split
-        ids |= {t.id for t in domain.tasks("test")}
-    return frozenset(ids - {t.id for t in trainset})
-
-
 class EvolveLoop:
     def __init__(
         self,
@@ -149,8 +140,10 @@ class EvolveLoop:
         self.domain, self.seed_ref, self.scaffolds = domain, seed_ref, scaffolds
         self.trainset, self.valset = trainset, valset
         self.tasks = {t.id: t for t in [*trainset, *valset]}
-        self.held_out = held_out_task_ids(domain, trainset, valset)
         self.testset = test_tasks(domain, trainset, valset)
+        # validation and test tasks, which the meta-agent must never see (training ones excepted, when a
+        # user insisted on validating on training tasks)
+        self.held_out = frozenset({t.id for t in [*valset, *self.testset]} - {t.id for t in trainset})
         self.train_prompts = {t.id: t.prompt for t in trainset if t.id not in self.held_out}
         self.experience, self.rollout, self.sandbox = experience, rollout, sandbox
         self.model, self.synthesis_model = optimizer_model, synthesis_model
