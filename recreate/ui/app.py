@@ -1,9 +1,9 @@
 """`recreate ui`: a read-only Starlette app over a RECREATE_HOME.
 
 Every page is a Jinja2 template with autoescaping on for all of it: trajectories hold model output, which
-is untrusted. The only markup not escaped by Jinja is the SVG of `recreate.ui.charts` (numbers and
-escaped labels). The only routes are GETs; a Content-Security-Policy allows scripts from this server
-only (no inline script), so even markup that slipped through could not run.
+is untrusted. The only markup not escaped by Jinja is the image tags of `recreate.ui.charts` (SVG as a
+data: URI, which runs no script). The only routes are GETs; a Content-Security-Policy allows scripts
+from this server only (no inline script), so even markup that slipped through could not run.
 
 A request whose Host header is not this server's (the bound host, localhost, 127.0.0.1 or [::1], with its
 port) gets 421: a web page that rebinds its own DNS name to 127.0.0.1 reaches the socket but not the data.
@@ -13,13 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import re
-import time
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
 
-from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -30,6 +27,8 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from recreate.ui.pages import Pages
+from recreate.ui.render import STATIC, environment
+from recreate.ui.trajectories import PROBABILITY_FLOORS, token_heat
 
 HEADERS = {
     "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; "
@@ -37,7 +36,6 @@ HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
-STATIC = Path(__file__).with_name("static")
 LOOPBACK = ("localhost", "127.0.0.1", "[::1]")
 _LOOPBACK_HOST = re.compile(r"(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?")
 
@@ -72,18 +70,6 @@ def _host_header(scope: Scope) -> str:
     return values[0].decode("latin-1").strip().lower() if len(values) == 1 else ""
 
 
-def _environment() -> Environment:
-    env = Environment(
-        loader=PackageLoader("recreate.ui", "templates"),
-        autoescape=select_autoescape(default=True, default_for_string=True),
-    )
-    env.filters["q"] = lambda value: quote(str(value), safe="@")
-    env.filters["when"] = lambda t: time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "-"
-    env.filters["num"] = lambda v, digits=3: "-" if v is None else f"{v:.{digits}f}"
-    env.globals["urlencode"] = urlencode
-    return env
-
-
 def create_app(
     home: str | Path,
     *,
@@ -96,7 +82,13 @@ def create_app(
     (`allowed_hosts`); None: loopback names on any port."""
     pages = Pages(Path(home), embedding=embedding, chroma_url=chroma_url)
     shown_home = {str(pages.home), str(pages.home.absolute()), str(pages.home.resolve())}
-    env = _environment()
+    env = environment()
+    env.globals |= {
+        "split_of": pages.split_of,
+        "run_href": pages.run_href,
+        "token_heat": token_heat,
+        "floors": PROBABILITY_FLOORS,
+    }
 
     def page(template: str, handler: Any) -> Any:
         async def endpoint(request: Request) -> Response:

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import typer
 
+from recreate.cli_options import home_option
 from recreate.config import load_settings
 
 
 def ui_command(
-    home: Path = typer.Option(None, "--home", help="the recreate home to show (default: RECREATE_HOME)"),
+    home: Path = home_option(),
     host: str = typer.Option("127.0.0.1", "--host", help="address to bind; only this machine by default"),
     port: int = typer.Option(8765, "--port", help="port to listen on"),
     allow_host: list[str] = typer.Option(

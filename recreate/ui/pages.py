@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -14,10 +14,11 @@ from recreate.experience.index import SCOPES
 from recreate.scaffold import ScaffoldStore
 from recreate.scaffold.errors import ScaffoldError
 from recreate.ui import training as train
-from recreate.ui.charts import bar_chart, line_chart
-from recreate.ui.lineage import proposals_by_round, reflection, version_tree, version_view
-from recreate.ui.runs import EvolveRun, eval_runs, eval_summary, evolve_runs, mean, read_json
-from recreate.ui.trajectories import PAGE_SIZE, SEARCH_FILTERS, Page, TrajectoryReader
+from recreate.ui.charts import Series, line_chart
+from recreate.ui.evolution import run_view
+from recreate.ui.lineage import reflection, version_view
+from recreate.ui.runs import EvolveRun, eval_runs, eval_summary, evolve_runs, read_json
+from recreate.ui.trajectories import PAGE_SIZE, Page, TrajectoryReader
 
 MAX_K = 50
 
@@ -34,6 +35,7 @@ class Pages:
         self.home = home
         self.scaffolds = ScaffoldStore(home / "scaffolds")
         self.trajectories = TrajectoryReader(home, embedding=embedding, chroma_url=chroma_url)
+        self._splits: dict[str, dict[str, frozenset[str]] | str] = {}  # run id -> its splits' task ids
 
     def _run(self, run_id: str) -> EvolveRun:
         run_dir = self.home / "runs" / run_id
@@ -49,32 +51,36 @@ class Pages:
         return {"runs": summaries, "live": any(s.status == "running" for s in summaries)}
 
     def run(self, request: Request) -> dict[str, Any]:
-        run = self._run(request.path_params["run_id"])
-        history = [dict(h, val_mean=mean(h.get("val"))) for h in run.history if h.get("ref")]
-        scores = line_chart(
-            [("validation mean", list(range(len(history))), [h["val_mean"] or 0.0 for h in history])],
-            "validation score per version",
-            y_range=(0.0, 1.0),
-            point_colors=["#2ca02c" if h.get("accepted") else "#d62728" for h in history],
+        view = run_view(self._run(request.path_params["run_id"]))
+        page = self.trajectories.page({"run_id": view.run.id}, _offset(request))
+        shown = request.query_params.get("round", str(view.rounds[-1].round if view.rounds else 0))
+        return {"view": view, "run": view.run, "shown_round": shown, "page": page}
+
+    def run_href(self, run_id: str | None) -> str:
+        """The page of the evolve or eval run `run_id`, "" when this home has neither."""
+        if not run_id or "/" in run_id or run_id.startswith("."):
+            return ""
+        if "seed_ref" in (read_json(self.home / "runs" / run_id / "config.json") or {}):
+            return f"/runs/{quote(run_id)}"
+        return f"/evals/{quote(run_id)}" if (self.home / "evals" / run_id / "results.json").is_file() else ""
+
+    def split_of(self, run_id: str | None, task_id: str) -> str:
+        """The split(s) a run used `task_id` from: train, val, test ("" when the run is not known)."""
+        if not run_id or "/" in run_id or run_id.startswith("."):
+            return ""
+        if run_id not in self._splits:
+            config = read_json(self.home / "runs" / run_id / "config.json")
+            evaluated = read_json(self.home / "evals" / run_id / "results.json")
+            if config is not None:
+                self._splits[run_id] = {k: frozenset(config.get(k) or ()) for k in ("train", "val", "test")}
+            elif evaluated is not None:  # an eval runs every task of one split
+                self._splits[run_id] = str((evaluated.get("run") or {}).get("split") or "")
+            else:
+                return ""
+        splits = self._splits[run_id]
+        return (
+            splits if isinstance(splits, str) else "/".join(k for k, ids in splits.items() if task_id in ids)
         )
-        usage = run.usage()
-        cost = bar_chart(
-            list(usage), [u.get("cost_usd") or 0.0 for u in usage.values()], "cost per role (USD)"
-        )
-        page = self.trajectories.page({"run_id": run.id}, _offset(request))
-        rounds = proposals_by_round(run)
-        shown = request.query_params.get("round", str(rounds[-1].round if rounds else 0))
-        return {
-            "run": run,
-            "nodes": version_tree(run),
-            "history": history,
-            "scores_svg": scores,
-            "cost_svg": cost,
-            "usage": usage,
-            "rounds": rounds,
-            "shown_round": shown,
-            "page": page,
-        }
 
     def _run_of(self, ref: str) -> EvolveRun | None:
         """The evolve run that made (or judged) version `ref`: its gate decision and evidence."""
@@ -117,7 +123,11 @@ class Pages:
         proposal = None
         if traj.run_id and run_dir.is_dir():
             proposal = reflection(run_dir, traj.trajectory_id, traj.scaffold.hash if traj.scaffold else None)
-        return {"traj": traj, "siblings": self.trajectories.siblings(traj), "proposal": proposal}
+        return {
+            "traj": traj,
+            "siblings": self.trajectories.siblings(traj),
+            "proposal": proposal,
+        }
 
     def compare(self, request: Request) -> dict[str, Any]:
         a, b = request.query_params.get("a"), request.query_params.get("b")
@@ -139,7 +149,10 @@ class Pages:
         filters = {key: params.get(key, "") for key in (*FILTER_KEYS, "error_type")}
         hits, page = [], None
         if query:
-            hits = self.trajectories.search(query, scope, filters, k)
+            try:
+                hits = self.trajectories.search(query, scope, filters, k)
+            except ValueError as exc:
+                raise HTTPException(400, str(exc)) from None
         else:
             page = self.trajectories.page(filters, _offset(request))
         return {
@@ -148,7 +161,6 @@ class Pages:
             "scopes": SCOPES,
             "k": k,
             "filters": filters,
-            "search_filters": SEARCH_FILTERS,
             "hits": hits,
             "page": page,
         }
@@ -163,11 +175,7 @@ class Pages:
             raise HTTPException(404, f"no training run {path!r} in this home")
         rows = train.flat_rows(run_dir / "metrics.jsonl")
         charts = [
-            (title, line_chart([(s.name, s.xs, s.ys) for s in series if _finite(s.ys)], title))
+            (title, line_chart([Series(s.name, s.xs, s.ys) for s in series], title, x_label="step"))
             for title, series in train.panels(rows)
         ]
         return {"run_id": path, "rows": len(rows), "charts": charts, "last": rows[-1] if rows else {}}
-
-
-def _finite(values: list[float]) -> bool:
-    return bool(values) and all(math.isfinite(v) for v in values)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from recreate.jsonl import read_jsonl
+from recreate.ui.pairs import best_pair
 
 LIVE_WINDOW_S = 120.0
 _USAGE_KEYS = ("calls", "prompt_tokens", "completion_tokens", "cost_usd")
@@ -29,8 +30,9 @@ class RunSummary:
     status: str  # "running" | "stopped at budget" | "finished" | "failed"
     started: float | None  # epoch seconds
     spend: dict[str, float] = field(default_factory=dict)  # USD per role
-    best: float | None = None  # best validation mean (evolve), mean score (eval), last reward (train)
+    best: float | None = None  # best kept validation mean (evolve), mean score (eval), last reward (train)
     detail: str = ""  # the reason a run stopped, the seed, the domain
+    best_of: str = ""  # what `best` measured: the pair (scaffold × model) and the gate that kept it
 
     @property
     def total_usd(self) -> float:
@@ -115,6 +117,12 @@ class EvolveRun:
         status = status_of(done, bool(result and result.get("stopped")), last)
         return cls(run_dir, config, result if done else None, status)
 
+    @classmethod
+    def of_result(cls, run_dir: Path, result: dict[str, Any]) -> EvolveRun:
+        """The run as its result says, e.g. for the report written as `optimize` returns."""
+        status = "stopped at budget" if result.get("stopped") else "finished"
+        return cls(run_dir, read_json(run_dir / "config.json") or {}, result, status)
+
     @property
     def id(self) -> str:
         return self.dir.name
@@ -134,6 +142,21 @@ class EvolveRun:
     def results(self) -> list[dict[str, Any]]:
         return list(self._state().get("results") or [])
 
+    @property
+    def models(self) -> list[dict[str, Any]]:
+        """One entry per fine-tuning step (its model gate), none when the run does not fine-tune."""
+        return list(self._state().get("models") or [])
+
+    @property
+    def final_scaffold(self) -> str | None:
+        state = self._state()
+        return state.get("final") or state.get("current")  # result.json / a running run's checkpoint
+
+    @property
+    def final_model(self) -> str | None:
+        state = self._state()
+        return state.get("final_model") or state.get("model")
+
     def usage(self) -> dict[str, dict[str, float]]:
         if self.result is not None and self.result.get("usage"):
             return dict(self.result["usage"])
@@ -142,10 +165,6 @@ class EvolveRun:
     def spend(self) -> dict[str, float]:
         return {role: u.get("cost_usd") or 0.0 for role, u in self.usage().items()}
 
-    def best_val(self) -> float | None:
-        means = [mean(h.get("val")) for h in self.history if h.get("accepted")]
-        return max((m for m in means if m is not None), default=None)
-
     def entry_of(self, ref: str) -> dict[str, Any] | None:
         return next((h for h in self.history if h.get("ref") == ref), None)
 
@@ -153,8 +172,16 @@ class EvolveRun:
         started = _mtime(self.dir / "config.json")
         stopped = (self.result or {}).get("stopped") or ""
         detail = f"{self.config.get('seed_ref', '?')} on {self.config.get('domain', '?')}"
-        best = self.best_val() if self.result is not None else None
-        return RunSummary(self.id, "evolve", self.status, started, self.spend(), best, stopped or detail)
+        best = best_pair(self.history, self.models) if self.result is not None else None
+        best_of = (
+            f"{best.scaffold} × {best.model or self.config.get('agent_model', '?')}, {best.source}"
+            if best
+            else ""
+        )
+        score = best.mean if best else None
+        return RunSummary(
+            self.id, "evolve", self.status, started, self.spend(), score, stopped or detail, best_of
+        )
 
 
 def eval_summary(out: Path) -> RunSummary:

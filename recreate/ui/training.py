@@ -11,7 +11,13 @@ from typing import Any
 from recreate.jsonl import read_jsonl
 from recreate.ui.runs import RunSummary, read_json, status_of
 
-_PATTERNS = ("tapo/*/metrics.jsonl", "runs/*/finetune/train/metrics.jsonl", "runs/*/metrics.jsonl")
+# `tapo train`, `recreate finetune`, the fine-tuning steps of `recreate evolve --finetune-every`, online
+_PATTERNS = (
+    "tapo/*/metrics.jsonl",
+    "runs/*/finetune/train/metrics.jsonl",
+    "runs/*/finetune/round-*/train/metrics.jsonl",
+    "runs/*/metrics.jsonl",
+)
 # The panels of the training page, in order: (title, metric-name prefixes); the rest go under "other".
 PANELS = (
     ("loss", ("loss",)),
@@ -19,7 +25,8 @@ PANELS = (
     ("KL", ("kl",)),
     ("clip fraction by position bin", ("clip_frac/pos_",)),
     ("clip fractions", ("clip_frac", "dual_clip_frac")),
-    ("ratio statistics", ("ratio_q", "sigma_mean")),
+    ("ratio quantiles", ("ratio_q",)),
+    ("sigma (state-distribution correction, log)", ("sigma_mean",)),
     ("behaviour vs trainer log-prob mismatch", ("logprob_mismatch",)),
 )
 _X_KEYS = ("step", "iteration")
@@ -92,4 +99,7 @@ def training_summary(home: Path, run_dir: Path) -> RunSummary:
     last = rows[-1] if rows else {}
     reward = last.get("reward_mean", last.get("val_pass_at_1"))
     detail = f"{config.get('algo', '?')}, {len(rows)} row(s)"
+    if run_dir.parent.name.startswith("round-"):  # a fine-tuning step of an evolve run
+        rnd = run_dir.parent.name.removeprefix("round-").lstrip("0") or "0"
+        detail += f"; fine-tuning step after round {rnd} of run {run_dir.parents[2].name}"
     return RunSummary(run_id(home, run_dir), "train", status, run_dir.stat().st_mtime, {}, reward, detail)

@@ -4,6 +4,7 @@ experience store's semantic search with the CLI's filters."""
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import threading
 from contextlib import closing
@@ -12,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from recreate.experience.catalog import COLUMNS, FILTER_KEYS, CatalogEntry
-from recreate.experience.schema import SchemaError, Trajectory, load_trajectory
+from recreate.experience.index import filter_keys
+from recreate.experience.schema import SchemaError, Step, Trajectory, load_trajectory
 
 PAGE_SIZE = 50
-SEARCH_FILTERS = ("domain", "task_id", "outcome", "error_type")  # those of `recreate experience search`
+# log-probability heat map: a token's bucket is the first probability floor it reaches (0: likely)
+PROBABILITY_FLOORS = (0.9, 0.5, 0.2, 0.05, 0.01)
 
 
 @dataclass
@@ -126,5 +129,45 @@ class TrajectoryReader:
                     self.root, embedding=self._embedding, chroma_url=self._chroma_url, index=False
                 )
             store = self._store
-        chosen = {key: v for key, v in filters.items() if key in SEARCH_FILTERS and v}
-        return store.search(query, scope=scope, filters=chosen, k=k)
+        return store.search(query, scope=scope, filters=search_filters(scope, filters), k=k)
+
+
+def search_filters(scope: str, filters: dict[str, str]) -> dict[str, str]:
+    """The filled-in filters, each one the search of `scope` answers; ValueError names one it does not
+    (never a filter silently dropped)."""
+    chosen = {key: value for key, value in filters.items() if value}
+    allowed = filter_keys(scope)
+    unknown = sorted(set(chosen) - set(allowed))
+    if unknown:
+        raise ValueError(
+            f"the {scope} search cannot filter by {', '.join(unknown)} (it filters by {', '.join(allowed)}): "
+            "clear that field or choose another scope"
+        )
+    return chosen
+
+
+@dataclass
+class Token:
+    id: int | None
+    logprob: float
+    bucket: int  # index into PROBABILITY_FLOORS; len(PROBABILITY_FLOORS) for the least likely
+
+    @property
+    def probability(self) -> float:
+        return math.exp(self.logprob)
+
+
+def token_heat(step: Step) -> list[Token]:
+    """The step's completion tokens with the log-probability the sampling model gave each (none when
+    the endpoint returned no log-probabilities)."""
+    ids: list[int | None] = list(step.token_ids or [])
+    logprobs = step.logprobs or []
+    ids += [None] * (len(logprobs) - len(ids))
+    out = []
+    for token_id, logprob in zip(ids, logprobs, strict=False):
+        p = math.exp(min(logprob, 0.0))
+        bucket = next(
+            (i for i, floor in enumerate(PROBABILITY_FLOORS) if p >= floor), len(PROBABILITY_FLOORS)
+        )
+        out.append(Token(token_id, logprob, bucket))
+    return out
