@@ -1,199 +1,344 @@
-"""Learning with a real model: online TAPO and GRPO side by side on the embedded SmolLM2-135M.
+"""Closed-loop RL on the embedded SmolLM2-135M: a factorial of policy losses, seeds, intervals, staleness.
 
-The task, through the real agent runtime (text actions in a bwrap sandbox, up to 2 steps; the math
-domain checks the submitted number): "What is the sum of 31 and 45?". The scaffold shows two worked
-examples as earlier turns of the conversation, in the other wording ("What is 3 + 4?" answered by
-`echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; echo $((3 + 4))`, mini-swe-agent's submit-by-output
-convention). The model must carry the pattern over to the new wording: the room RL has to learn in.
+The agent (real runtime: text actions in a bwrap sandbox, 2 steps; the math domain checks the submitted
+number) answers three-term sums worded "What is the sum of 40, 85 and 79?". The seed scaffold shows two
+worked examples in another form ("What is 3 + 4?" answered by `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT;
+echo $((3 + 4))`); the model must carry the pattern over to the task's wording.
 
-Calibration, measured 2026-12-03 on a loaded 2-core machine (30 problems, T=0.7, no truncation, a
-harness sending the agent's messages): with these two examples as turns, "What is a + b?" is solved
-87% of the time and mixed +, -, * 90%; "the sum of a and b" 40% — chosen, since group-relative RL needs
-tasks the base model solves sometimes. The same examples inside the instance prompt as text give 3%,
-one example 0%, and examples that submit with a second ```submit turn 7%: earlier versions of this
-benchmark (examples in the prompt) measured a base rate of 0/24 and could show no learning.
+Task family and base rate (`--wording`). Measured with this scaffold (24 held-out tasks × 2 eval seeds,
+T=0.7, 2026-12-06, 2 loaded cores): "sum-of" 0.146 [0.062, 0.229]. The wording was chosen as the one
+whose base pass@1 falls inside 10-40% (room for RL to learn and to separate variants); the other
+wordings measured the same way: see docs/benchmarks/closed_loop_wordings.md. Iteration 0 of every run
+is that one base evaluation (same model, tasks and eval seeds), so paired differences there are 0.
 
-Both algorithms start from the same base model with the same tasks, seeds, sampling, LoRA settings,
-learning rate, steps and held-out set; only `algo` differs (the loss registry's defaults for each).
-Each gets the same share of the time budget. Held-out pass@1 is measured before training (row 0) and
-after every iteration, with a bootstrap interval over held-out tasks; the paired difference of the
-final scores (same held-out tasks and seeds) is reported with its interval too.
+Variants (`--variants`), a factorial: each differs from the previous one in one loss setting; all are
+trained through the loss registry with every setting spelled out (benchmarks/closed_loop_tasks.py):
+  grpo       ε 0.2/0.2, per-sequence mean, no dual clip, no state correction
+  dapo       grpo + clip-higher (ε_hi 0.28) + token mean
+  dapo+dual  dapo + dual clip (c = 3)
+  tapo       dapo+dual + geometric state correction (the registry's `tapo`: its position clip is off, p = 0)
+  tapo+pos   tapo + position clip (p = -0.5)
+Everything else (tasks, seeds, sampling, LoRA, steps, batch, held-out set) is shared and printed.
 
-Measured 2026-12-04 (2 cores, `--minutes 90`, defaults otherwise, lr 1e-4): both algorithms 0.271
-[0.125, 0.417] -> 1.000 over 24 held-out tasks (paired +0.729 [+0.583, +0.875]) in 8 iterations of
-~16 min per algorithm; after iteration 1 TAPO 0.854, GRPO 0.625; both 1.000 from iteration 3, so the
-final scores cannot separate them. TAPO at lr 2e-5 (the earlier default; `--algos tapo --lr 2e-5
---minutes 45`): 0.417 / 0.479 / 0.542 after iterations 1-3, 0.917 after 8 (20.5 min).
+Learning rate (`--sweep-lrs`, `--sweep-iterations`, `--sweep-seed`): per variant, a short run at each rate
+on the training tasks only, from a loop seed outside the compared ones; the rate with the highest mean
+training reward of the rollouts sampled after the first update (iterations 2..N) is that variant's rate.
+The held-out tasks are never run in the sweep. `--lr X` skips the sweep (one rate for all, stated).
 
-    .venv/bin/python benchmarks/closed_loop.py [--minutes 45] [--iterations 8] [--algos tapo,grpo]
+Seeds and intervals (`--seeds N`: loop seeds 0..N-1; use ≥ 3): a loop seed sets the training task order,
+the rollout sampling seeds and the trainer's seed. Per iteration: held-out pass@1 per variant, and the
+paired difference of adjacent variants (and last − first) per iteration and on the AUC (mean pass@1 over
+iterations 1..N), each with a 95% interval from a bootstrap over loop seeds and held-out tasks.
+
+Staleness (`--staleness 0,4,16`, `--staleness-variants grpo,tapo`): at k > 0 the loop trains at
+iteration i only on the rollouts sampled at iteration i − k, i.e. by the policy k versions back (the
+first k iterations fill the pipeline and train nothing); such runs have `--iterations` + k iterations.
+Per k and variant: AUC with its interval, collapse rate (share of seeds whose held-out pass@1, after
+rising, fell below half its best so far and below the base) and divergence (a non-finite loss).
+
+Outputs under `--results` (default docs/benchmarks): closed_loop.json (settings, sweep, per-run rows,
+curves, paired differences, staleness) and closed_loop.png. Runs (resumable) live under `--out`.
+
+Full run (hours on 2 cores; see docs/benchmarks/closed_loop.md):
+    flock /tmp/recreate-heavy.lock .venv/bin/python benchmarks/closed_loop.py --out .recreate/closed-loop
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import random
+import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from recreate.domains import get_domain  # noqa: E402
-from recreate.finetune.online import OnlineConfig, online_train  # noqa: E402
-from recreate.finetune.policy import LORA_LR  # noqa: E402
-from recreate.scaffold import Scaffold, load_scaffold  # noqa: E402
-from recreate.scaffold.model import Example, ExampleStep  # noqa: E402
+from benchmarks import closed_loop_stats as stats  # noqa: E402
+from benchmarks.closed_loop_tasks import (  # noqa: E402
+    TRAIN_ALGO,
+    VARIANT_CHANGES,
+    VARIANTS,
+    WORDINGS,
+    parse_variants,
+    scaffold,
+    write_tasks,
+)
 
-MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
-
-
-def write_tasks(path: Path, count: int, seed: int) -> Path:
-    rng = random.Random(seed)
-    pairs: set[tuple[int, int]] = set()
-    while len(pairs) < count:
-        pairs.add((rng.randint(10, 99), rng.randint(10, 99)))
-    with path.open("w", encoding="utf-8") as f:
-        for a, b in sorted(pairs):
-            row = {"id": f"sum-{a}-{b}", "problem": f"What is the sum of {a} and {b}?", "answer": str(a + b)}
-            f.write(json.dumps(row) + "\n")
-    return path
+SWEEP_LRS = "3e-5,1e-4,3e-4"
 
 
-def scaffold() -> Scaffold:
-    """The seed scaffold with two worked examples (in the other wording) and 2 steps, text actions."""
-    seed = load_scaffold(REPO / "scaffolds" / "minimal")
-    commands = {f"What is {a} + {b}?": f"echo {MARKER}; echo $(({a} + {b}))" for a, b in ((3, 4), (25, 17))}
-    examples = [Example(task=task, steps=[ExampleStep(command=c)]) for task, c in commands.items()]
-    limits = seed.limits.model_copy(update={"max_steps": 2})
-    return seed.model_copy(update={"examples": examples, "limits": limits, "action_format": "text"})
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(VARIANTS)
+    )
+    ap.add_argument("--seeds", type=int, default=3, help="loop seeds per variant (0..N-1)")
+    ap.add_argument("--iterations", type=int, default=6, help="trained iterations per run (k more at lag k)")
+    ap.add_argument("--lr", type=float, default=None, help="one rate for every variant (skips the sweep)")
+    ap.add_argument("--sweep-lrs", default=SWEEP_LRS, help="rates the per-variant sweep tries")
+    ap.add_argument("--sweep-iterations", type=int, default=3, help="iterations of each sweep run (>= 2)")
+    ap.add_argument(
+        "--sweep-seed", type=int, default=1000, help="loop seed of the sweep (not a compared one)"
+    )
+    ap.add_argument("--staleness", default="0,4,16", help="lags k (policy versions) to run; 0 = on-policy")
+    ap.add_argument("--staleness-variants", default="grpo,tapo", help="variants run at k > 0")
+    ap.add_argument("--wording", default="sum-of", choices=tuple(WORDINGS))
+    ap.add_argument("--train-tasks", type=int, default=64)
+    ap.add_argument("--val-tasks", type=int, default=24)
+    ap.add_argument("--tasks-per-iteration", type=int, default=8)
+    ap.add_argument("--group-size", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=4, help="optimizer steps per iteration")
+    ap.add_argument("--eval-seeds", type=int, default=2)
+    ap.add_argument("--reply-tokens", type=int, default=64, help="cap per model reply")
+    ap.add_argument("--home", type=Path, default=REPO / ".recreate", help="RECREATE_HOME (the HF conversion)")
+    ap.add_argument("--out", type=Path, default=REPO / ".recreate" / "closed-loop", help="runs (resumable)")
+    ap.add_argument("--results", type=Path, default=REPO / "docs" / "benchmarks", help="JSON + plot folder")
+    args = ap.parse_args(argv)
+    args.variants = parse_variants(args.variants)
+    args.staleness_variants = parse_variants(args.staleness_variants)
+    args.staleness = _ints("--staleness", args.staleness)
+    args.sweep_lrs = sorted(_floats("--sweep-lrs", args.sweep_lrs))
+    least = {
+        "seeds": 1,
+        "iterations": 1,
+        "sweep_iterations": 2,
+        "val_tasks": 1,
+        "train_tasks": 1,
+        "group_size": 2,
+    }
+    for key, minimum in least.items():
+        if getattr(args, key) < minimum:
+            ap.error(f"--{key.replace('_', '-')} must be at least {minimum}, got {getattr(args, key)}")
+    return args
 
 
-def plot(curves: dict[str, list[dict]], out: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for algo, rows in curves.items():
-        x = [r["iteration"] for r in rows]
-        y = [r["val_pass_at_1"] for r in rows]
-        low = [r["val_ci"][0] for r in rows]
-        high = [r["val_ci"][1] for r in rows]
-        ax.plot(x, y, marker="o", label=algo)
-        ax.fill_between(x, low, high, alpha=0.2)
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("held-out pass@1")
-    ax.set_ylim(0, 1)
-    ax.legend()
-    ax.set_title("online RL on SmolLM2-135M (agent runtime, 'the sum of a and b')")
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
+def _ints(flag: str, text: str) -> list[int]:
+    try:
+        values = sorted({int(v) for v in text.split(",") if v.strip()})
+    except ValueError:
+        raise SystemExit(f"{flag}: expected comma-separated whole numbers, got {text!r}") from None
+    if not values or min(values) < 0:
+        raise SystemExit(f"{flag}: expected lags >= 0, got {text!r}")
+    return values
 
 
-def _per_task(folder: Path) -> dict[str, float]:
-    """Held-out pass@1 per task of one evaluation (its runs over the eval seeds)."""
-    from recreate.experience.schema import load_trajectory
-
-    scores: dict[str, list[float]] = {}
-    for file in folder.glob("*.json"):
-        traj = load_trajectory(json.loads(file.read_text(encoding="utf-8")))
-        scores.setdefault(traj.task_id, []).append(float(bool(traj.evaluation and traj.evaluation.passed)))
-    return {task: sum(v) / len(v) for task, v in scores.items()}
-
-
-def paired(before: dict[str, float], after: dict[str, float], label: str) -> str:
-    """Mean of after - before over the shared tasks (same tasks, same seeds), with its bootstrap CI."""
-    from recreate.evaluation.metrics import bootstrap_ci
-
-    diffs = [after[t] - before[t] for t in sorted(set(before) & set(after))]
-    if not diffs:
-        return f"{label}: no shared held-out tasks to pair"
-    low, high = bootstrap_ci(diffs)
-    mean = sum(diffs) / len(diffs)
-    return f"{label}: {mean:+.3f} [{low:+.3f}, {high:+.3f}] over {len(diffs)} held-out tasks"
+def _floats(flag: str, text: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise SystemExit(f"{flag}: expected comma-separated numbers, got {text!r}") from None
+    if not values or min(values) <= 0:
+        raise SystemExit(f"{flag}: expected positive learning rates, got {text!r}")
+    return values
 
 
-def gains_and_difference(out: Path, curves: dict[str, list[dict]]) -> list[str]:
-    """Each algorithm's final policy against the base model, and the two final policies against each
-    other, paired by held-out task."""
-    finals = {}
-    lines = []
-    for algo, rows in curves.items():
-        finals[algo] = _per_task(out / algo / "eval" / f"it-{rows[-1]['iteration']:03d}")
-        base = _per_task(out / algo / "eval" / "it-000")
-        lines.append(paired(base, finals[algo], f"{algo} final - base"))
-    if len(finals) == 2:
-        first, second = finals
-        lines.append(paired(finals[second], finals[first], f"final {first} - {second}"))
-    return lines
+class Bench:
+    """The shared tasks, scaffold and settings; runs one online-training loop at a time."""
 
+    def __init__(self, args: argparse.Namespace):
+        from recreate.domains import get_domain
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=45.0, help="time budget for all algorithms together")
-    parser.add_argument("--iterations", type=int, default=8)
-    parser.add_argument("--algos", default="tapo,grpo")
-    parser.add_argument("--train-tasks", type=int, default=64)
-    parser.add_argument("--val-tasks", type=int, default=24)
-    parser.add_argument("--tasks-per-iteration", type=int, default=8)
-    parser.add_argument("--group-size", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=4, help="optimizer steps per iteration")
-    parser.add_argument("--lr", type=float, default=LORA_LR)
-    parser.add_argument("--eval-seeds", type=int, default=2)
-    parser.add_argument("--reply-tokens", type=int, default=64, help="cap per model reply")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--home", type=Path, default=None, help="RECREATE_HOME (keeps the HF conversion)")
-    parser.add_argument("--out", type=Path, default=None, help="folder for runs, table and plot")
-    args = parser.parse_args()
-    out = args.out or Path(tempfile.mkdtemp(prefix="closed-loop-"))
-    home = args.home or REPO / ".recreate"
-    out.mkdir(parents=True, exist_ok=True)
-    train = get_domain("math", data=write_tasks(out / "train.jsonl", args.train_tasks, args.seed))
-    val = get_domain("math", data=write_tasks(out / "val.jsonl", args.val_tasks, args.seed + 1))
-    train_ids = {t.prompt for t in train.tasks("all")}
-    val_tasks = [t for t in val.tasks("all") if t.prompt not in train_ids]
-    algos = args.algos.split(",")
-    shared = {k: v for k, v in vars(args).items() if k not in ("algos", "out", "home")}
-    print("shared settings:", json.dumps(shared, default=str))
-    curves: dict[str, list[dict]] = {}
-    for algo in algos:
-        config = OnlineConfig(
-            iterations=args.iterations, tasks_per_iteration=args.tasks_per_iteration,
-            group_size=args.group_size, algo=algo, lr=args.lr, steps_per_iteration=args.steps,
-            eval_seeds=args.eval_seeds, seed=args.seed, max_reply_tokens=args.reply_tokens,
+        self.args, self.out = args, args.out
+        self.out.mkdir(parents=True, exist_ok=True)
+        held_out = write_tasks(self.out / "val.jsonl", args.val_tasks, 1, args.wording)
+        write_tasks(self.out / "train.jsonl", args.train_tasks, 0, args.wording, exclude=held_out)
+        self.val = get_domain("math", data=self.out / "val.jsonl")
+        self.train = get_domain("math", data=self.out / "train.jsonl")
+        self.val_ids = sorted(t.id for t in self.val.tasks("all"))
+        self.scaffold = scaffold()
+
+    def config(self, variant: str, lr: float, seed: int, iterations: int, lag: int = 0) -> Any:
+        from recreate.finetune.online import OnlineConfig
+
+        a = self.args
+        return OnlineConfig(
+            iterations=iterations, tasks_per_iteration=a.tasks_per_iteration, group_size=a.group_size,
+            lag=lag, algo=TRAIN_ALGO, loss=dict(VARIANTS[variant]), lr=lr, steps_per_iteration=a.steps,
+            eval_seeds=a.eval_seeds, seed=seed, max_reply_tokens=a.reply_tokens,
         )  # fmt: skip
-        deadline = time.time() + args.minutes * 60 / len(algos)
-        started = time.time()
-        rows = online_train(
-            scaffold=scaffold(), domain=train, train_tasks=train.tasks("all"), val_tasks=val_tasks,
-            run_dir=out / algo, home=home, config=config, deadline=deadline,
-        )  # fmt: skip
-        curves[algo] = [json.loads(json.dumps(r.__dict__)) for r in rows]
-        print(f"{algo}: {len(rows) - 1} iterations in {(time.time() - started) / 60:.1f} min")
-    header = ("algo", "it", "pass@1", "95% CI", "reward", "|Δlogp|", "tokens", "s")
-    print("\n{:6} {:>3} {:>7} {:>15} {:>7} {:>8} {:>7} {:>5}".format(*header))
-    for algo, rows in curves.items():
-        for r in rows:
-            ci = f"[{r['val_ci'][0]:.3f}, {r['val_ci'][1]:.3f}]"
-            reward = "—" if r["reward_mean"] is None else f"{r['reward_mean']:.3f}"
-            gap = "—" if r["logprob_mismatch"] is None else f"{r['logprob_mismatch']:.4f}"
-            print(
-                f"{algo:6} {r['iteration']:>3} {r['val_pass_at_1']:>7.3f} {ci:>15} {reward:>7} {gap:>8} "
-                f"{r['generated_tokens']:>7} {r['wall_s']:>5.0f}"
+
+    def loop(self, run_dir: Path, config: Any, *, held_out: bool) -> dict[str, Any]:
+        """One online-training run (resumed if its folder has rows); a non-finite loss ends it as diverged."""
+        from recreate.finetune.online import online_train
+
+        if held_out:
+            self._seed_base(run_dir)
+        diverged = None
+        try:
+            online_train(
+                scaffold=self.scaffold, domain=self.train, train_tasks=self.train.tasks("all"),
+                val_tasks=self.val.tasks("all") if held_out else [], run_dir=run_dir, home=self.args.home,
+                config=config,
+            )  # fmt: skip
+        except FloatingPointError as exc:
+            diverged = str(exc)
+            print(f"{run_dir.name}: diverged: {exc}")
+        rows = [
+            json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()
+        ]
+        return {"rows": rows, "diverged": diverged}
+
+    def base(self) -> Path:
+        """The base model's held-out evaluation (iteration 0), run once and shared by every run."""
+        from recreate.finetune.online import online_train
+
+        base_dir = self.out / "base"
+        if not (base_dir / "metrics.jsonl").is_file():
+            online_train(
+                scaffold=self.scaffold, domain=self.val, train_tasks=[], val_tasks=self.val.tasks("all"),
+                run_dir=base_dir, home=self.args.home, config=self.config("grpo", 1e-4, 0, iterations=0),
+            )  # fmt: skip
+        return base_dir
+
+    def _seed_base(self, run_dir: Path) -> None:
+        if (run_dir / "metrics.jsonl").is_file():
+            return
+        base_dir = self.base()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(base_dir / "eval" / "it-000", run_dir / "eval" / "it-000", dirs_exist_ok=True)
+        shutil.copy(base_dir / "metrics.jsonl", run_dir / "metrics.jsonl")
+
+    def scores(self, run_dir: Path, iterations: int) -> tuple[np.ndarray, int | None]:
+        """`[iteration, task]` held-out pass@1 of a run (padded past an early stop), where padding began."""
+        rows = [self._task_scores(folder) for folder in sorted((run_dir / "eval").glob("it-*"))]
+        padded, start = stats.pad_curve(rows, iterations)
+        return np.array(padded), start
+
+    def _task_scores(self, folder: Path) -> list[float]:
+        runs: dict[str, list[float]] = {}
+        for file in folder.glob("*.json"):
+            row = json.loads(file.read_text(encoding="utf-8"))
+            passed = bool((row.get("evaluation") or {}).get("passed"))
+            runs.setdefault(row["task_id"], []).append(float(passed))
+        return [sum(runs.get(t, [0.0])) / len(runs.get(t, [0.0])) for t in self.val_ids]
+
+
+def sweep_signal(rows: list[dict[str, Any]], diverged: str | None) -> float:
+    """Mean training reward of the rollouts sampled after the first update (iterations >= 2)."""
+    rewards = [r["reward_mean"] for r in rows if r["iteration"] >= 2 and r["reward_mean"] is not None]
+    return float("-inf") if diverged or not rewards else sum(rewards) / len(rewards)
+
+
+def choose_lr(signals: dict[float, float]) -> float:
+    """The rate with the highest signal; ties go to the lowest rate."""
+    return max(sorted(signals), key=lambda lr: (signals[lr], -lr))
+
+
+def sweep(bench: Bench, variant: str) -> dict[str, Any]:
+    args = bench.args
+    signals = {}
+    for lr in args.sweep_lrs:
+        config = bench.config(variant, lr, args.sweep_seed, iterations=args.sweep_iterations)
+        run = bench.loop(bench.out / "sweep" / variant / f"lr-{lr:g}", config, held_out=False)
+        signals[lr] = sweep_signal(run["rows"], run["diverged"])
+        print(f"sweep {variant} lr {lr:g}: training reward after updates {signals[lr]:.3f}")
+    return {"signals": {f"{lr:g}": s for lr, s in signals.items()}, "chosen": choose_lr(signals)}
+
+
+def run_all(bench: Bench) -> dict[str, Any]:
+    args = bench.args
+    variants = list(
+        dict.fromkeys([*args.variants, *(args.staleness_variants if max(args.staleness) else [])])
+    )
+    lrs = {v: args.lr for v in variants} if args.lr else {}
+    sweeps = {}
+    for variant in variants if not args.lr else []:
+        sweeps[variant] = sweep(bench, variant)
+        lrs[variant] = sweeps[variant]["chosen"]
+    results: dict[str, Any] = {"sweep": sweeps, "lr": lrs, "staleness": {}, "runs": {}}
+    for lag in args.staleness:
+        names = args.variants if lag == 0 else args.staleness_variants
+        iterations = args.iterations + lag
+        grids: dict[str, np.ndarray] = {}
+        for variant in names:
+            grid, runs = [], []
+            for seed in range(args.seeds):
+                run_dir = bench.out / f"k{lag}" / variant / f"seed-{seed}"
+                started = time.time()
+                run = bench.loop(
+                    run_dir, bench.config(variant, lrs[variant], seed, iterations, lag), held_out=True
+                )
+                scores, padded_from = bench.scores(run_dir, iterations)
+                grid.append(scores)
+                run.update(
+                    seed=seed, padded_from=padded_from, wall_min=round((time.time() - started) / 60, 1)
+                )
+                run.update(stats.collapse(list(scores.mean(axis=1)), float(scores[0].mean())))
+                runs.append(run)
+            grids[variant] = np.stack(grid)
+            results["runs"][f"k{lag}/{variant}"] = runs
+        results["staleness"][f"k{lag}"] = summarize(grids, results["runs"], lag)
+    return results
+
+
+def summarize(grids: dict[str, np.ndarray], runs: dict[str, list[dict]], lag: int) -> dict[str, Any]:
+    names = list(grids)
+    pairs = [(b, a) for a, b in zip(names, names[1:], strict=False)]
+    if len(names) > 2:
+        pairs.append((names[-1], names[0]))
+    per_variant = {}
+    for name, grid in grids.items():
+        own = runs[f"k{lag}/{name}"]
+        per_variant[name] = {
+            "curve": stats.summarize_variant(grid),
+            **stats.auc_summary(grid),
+            "collapse_rate": sum(r["collapsed"] for r in own) / len(own),
+            "divergence_rate": sum(r["diverged"] is not None for r in own) / len(own),
+        }
+    differences = {f"{a} − {b}": stats.paired_difference(grids[a], grids[b]) for a, b in pairs}
+    return {"variants": per_variant, "differences": differences}
+
+
+def report(args: argparse.Namespace, results: dict[str, Any], shared: dict[str, Any], base: float) -> None:
+    for key, block in results["staleness"].items():
+        print(f"\n== {key} ==  held-out pass@1 per iteration [95% CI over loop seeds × tasks]")
+        for name, v in block["variants"].items():
+            curve = "  ".join(f"{r['pass_at_1']:.3f}[{r['ci'][0]:.2f},{r['ci'][1]:.2f}]" for r in v["curve"])
+            print(f"{name:10} lr {results['lr'][name]:g}  {curve}")
+            print(f"{'':10} AUC {v['auc']:.3f} [{v['ci'][0]:.3f}, {v['ci'][1]:.3f}]  collapse "
+                  f"{v['collapse_rate']:.2f}  diverged {v['divergence_rate']:.2f}")  # fmt: skip
+        for label, d in block["differences"].items():
+            per = "  ".join(
+                f"{r['difference']:+.3f}[{r['ci'][0]:+.2f},{r['ci'][1]:+.2f}]" for r in d["per_iteration"]
             )
-    for algo, rows in curves.items():
-        gain = rows[-1]["val_pass_at_1"] - rows[0]["val_pass_at_1"]
-        first, last = rows[0]["val_pass_at_1"], rows[-1]["val_pass_at_1"]
-        print(f"{algo}: held-out pass@1 {first:.3f} -> {last:.3f} ({gain:+.3f})")
-    for line in gains_and_difference(out, curves):
-        print(line)
-    plot(curves, out / "closed_loop.png")
-    (out / "curves.json").write_text(json.dumps(curves, indent=1), encoding="utf-8")
-    print(f"plot: {out / 'closed_loop.png'}  runs: {out}")
+            auc, (low, high) = d["auc"]["difference"], d["auc"]["ci"]
+            print(f"{label:22} {per}\n{'':22} AUC {auc:+.3f} [{low:+.3f}, {high:+.3f}]")
+    document = {
+        "benchmark": "benchmarks/closed_loop.py",
+        "date": time.strftime("%Y-%m-%d"),
+        "settings": shared,
+        "task_family": {"wording": WORDINGS[args.wording], "base_pass_at_1": base},
+        "variants": {n: {"change": VARIANT_CHANGES[n], "loss": VARIANTS[n]} for n in VARIANTS},
+        "train_algo": TRAIN_ALGO,
+        **results,
+    }
+    args.results.mkdir(parents=True, exist_ok=True)
+    (args.results / "closed_loop.json").write_text(
+        json.dumps(document, indent=1, default=str), encoding="utf-8"
+    )
+    main_block = results["staleness"][f"k{min(args.staleness)}"]
+    curves = {n: v["curve"] for n, v in main_block["variants"].items()}
+    title = f"SmolLM2-135M, '{args.wording}' sums, {args.seeds} seed(s)"
+    stats.plot(curves, main_block["differences"], title, args.results / "closed_loop.png")
+    print(f"\nresults and plot: {args.results}/closed_loop.{{json,png}}  runs: {args.out}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    shared = {k: v for k, v in vars(args).items() if k not in ("home", "out", "results")}
+    print("shared settings:", json.dumps(shared, default=str))
+    for name in VARIANTS:
+        print(f"  {name:10} {VARIANT_CHANGES[name]:70} {json.dumps(VARIANTS[name])}")
+    bench = Bench(args)
+    base_dir = bench.base()
+    base = float(np.mean(bench.scores(base_dir, 0)[0][0]))
+    print(f"base pass@1 of '{WORDINGS[args.wording]}': {base:.3f} over {len(bench.val_ids)} held-out tasks")
+    report(args, run_all(bench), shared, base)
 
 
 if __name__ == "__main__":

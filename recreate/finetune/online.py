@@ -7,9 +7,12 @@ One iteration:
 2. every trajectory evaluated by the domain (its score is the reward) and saved with the policy
    version that produced it;
 3. a training batch: this iteration's rollouts plus earlier ones at most `max_staleness` versions
-   behind; the trainer's log-probs of fresh rollouts are compared with the engine's (mean |Δ|);
+   behind, or with `lag` k > 0 only the rollouts sampled k iterations ago (k policy versions behind once
+   every iteration publishes one; nothing is trained while that pipeline fills); the trainer's
+   log-probs of fresh rollouts are compared with the engine's (mean |Δ|);
 4. `steps_per_iteration` optimizer steps of `algo` on a LoRA over the current version;
-5. the adapter is folded into a new version and served; held-out tasks measure pass@1.
+5. the adapter is folded into a new version and served; held-out tasks measure pass@1 (no held-out
+   tasks: no measurement, the row's pass@1 is NaN).
 Metrics go to `metrics.jsonl` in the run folder, one row per iteration (row 0: the base model).
 """
 
@@ -38,6 +41,7 @@ class OnlineConfig:
     tasks_per_iteration: int = 8
     group_size: int = 4
     max_staleness: int = 0  # policy versions behind the current one that may be replayed
+    lag: int = 0  # > 0: train only on the rollouts sampled `lag` iterations ago (stale, off-policy)
     algo: str = "tapo"
     lr: float = LORA_LR
     lora_r: int = 16
@@ -60,6 +64,7 @@ class IterationRow:
     reward_mean: float | None = None
     train_trajectories: int = 0
     replayed: int = 0
+    staleness: float | None = None  # mean policy versions between the trained rollouts and the trainer
     logprob_mismatch: float | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     generated_tokens: int = 0
@@ -102,19 +107,33 @@ def pass_at_1(trajectories: list[Trajectory]) -> tuple[float, tuple[float, float
     return (sum(means) / len(means) if means else 0.0), bootstrap_ci(means)
 
 
-def replay_batch(run_dir: Path, iteration: int, current_version: int, max_staleness: int) -> Path:
-    """Hard-links of the trajectories young enough to train on, in one folder for the dataset loader."""
+def replay_batch(
+    run_dir: Path, iteration: int, current_version: int, max_staleness: int, lag: int = 0
+) -> Path:
+    """Hard-links of the trajectories to train on, in one folder for the dataset loader. `lag` k > 0:
+    only those sampled at iteration `iteration - k`; else those at most `max_staleness` versions behind."""
+    if lag and max_staleness:
+        raise ValueError("online training takes either lag or max_staleness, not both")
     batch = run_dir / "batches" / f"it-{iteration:03d}"
     batch.mkdir(parents=True, exist_ok=True)
-    for file in sorted((run_dir / "rollouts").glob("it-*/*.json")):
+    pattern = f"it-{iteration - lag:03d}/*.json" if lag else "it-*/*.json"
+    for file in sorted((run_dir / "rollouts").glob(pattern)):
         if file.is_symlink() or not file.is_file():  # the loop writes plain files; a link is not one of them
             continue
         version = json.loads(file.read_text(encoding="utf-8"))["metadata"].get("policy_version", -1)
-        if current_version - version <= max_staleness:
+        if lag or current_version - version <= max_staleness:
             target = batch / file.name
             if not target.exists():
                 os.link(file, target)
     return batch
+
+
+def versions_behind(batch: Path, current_version: int) -> float | None:
+    """Mean policy versions between the rollouts in `batch` and `current_version` (None: no rollouts)."""
+    versions = [
+        json.loads(f.read_text(encoding="utf-8"))["metadata"]["policy_version"] for f in batch.glob("*.json")
+    ]
+    return current_version - sum(versions) / len(versions) if versions else None
 
 
 def logprob_mismatch(dataset: Any, model_dir: Path, fresh_ids: set[str], limit: int = 8) -> float | None:
@@ -203,13 +222,13 @@ def online_train(
             else:
                 rng.shuffle(order)
                 tasks = (order * config.tasks_per_iteration)[: config.tasks_per_iteration]
-                seeds = [iteration * 1000 + g for g in range(config.group_size)]
+                seeds = [config.seed * 100_000 + iteration * 1000 + g for g in range(config.group_size)]
                 out = run_dir / "rollouts" / f"it-{iteration:03d}"
                 rollouts = run_rollouts(
                     scaffold, domain, policy.server.info, tasks, seeds, out_dir=out,
                     policy_index=version.index, config=config, sandbox=sandbox,
                 )  # fmt: skip
-                batch = replay_batch(run_dir, iteration, version.index, config.max_staleness)
+                batch = replay_batch(run_dir, iteration, version.index, config.max_staleness, config.lag)
                 train_config = _train_config(config, run_dir / "train" / f"it-{iteration:03d}", iteration)
                 dataset = dataset_for(train_config, batch, tokenizer)
                 fresh = {t.trajectory_id for t in rollouts}
@@ -218,23 +237,28 @@ def online_train(
                     reward_mean=_mean_reward(rollouts),
                     train_trajectories=len(dataset.examples),
                     replayed=sum(e.trajectory_id not in fresh for e in dataset.examples),
+                    staleness=versions_behind(batch, version.index),
                     logprob_mismatch=logprob_mismatch(dataset, version.hf_dir, fresh),
                 )  # fmt: skip
                 if dataset.examples:
                     result = train(train_config, batch, str(version.hf_dir), dataset=dataset)
                     row.metrics = mean_metrics(result.metrics_path)
                     version = policy.publish(result.final_dir)
+                elif iteration <= config.lag:
+                    log(f"iteration {iteration}: filling the {config.lag}-iteration lag, nothing to train on")
                 else:
                     log(
                         f"iteration {iteration}: every group had equal rewards, nothing to learn; policy kept"
                     )
-            evals = run_rollouts(
-                scaffold, domain, policy.server.info, val_tasks, val_seeds,
-                out_dir=run_dir / "eval" / f"it-{iteration:03d}", policy_index=version.index, config=config,
-                sandbox=sandbox,
-            )  # fmt: skip
+            evals = []
+            if val_tasks:
+                evals = run_rollouts(
+                    scaffold, domain, policy.server.info, val_tasks, val_seeds,
+                    out_dir=run_dir / "eval" / f"it-{iteration:03d}", policy_index=version.index,
+                    config=config, sandbox=sandbox,
+                )  # fmt: skip
             row.policy = version.name
-            row.val_pass_at_1, row.val_ci = pass_at_1(evals)
+            row.val_pass_at_1, row.val_ci = pass_at_1(evals) if evals else (float("nan"), (float("nan"),) * 2)
             row.generated_tokens = sum(t.totals.completion_tokens for t in [*rollouts, *evals])
             row.wall_s = round(time.time() - started, 1)
             with metrics_file.open("a", encoding="utf-8") as f:
