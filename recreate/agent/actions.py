@@ -82,7 +82,7 @@ def parse_text(content: str) -> Parsed:
     language, body = blocks[0][0].lower(), blocks[0][1]
     if language == "submit":
         return Parsed(actions=[Action("submit", {"answer": body.strip()})])
-    if language in ("bash", "sh", "shell", ""):
+    if language in ("bash", "sh", "shell", "", "mswea_bash_command"):  # mini-swe-agent configs ask for it
         if not body.strip():
             return Parsed(errors=[FormatError(TEXT_FORMAT_HELP.format(problem="the bash block is empty"))])
         return Parsed(actions=[Action("bash", {"command": body})])

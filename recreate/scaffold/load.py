@@ -6,6 +6,7 @@ from pathlib import Path
 
 from recreate.scaffold.errors import ScaffoldError
 from recreate.scaffold.files import SCAFFOLD_FILE, read_dir
+from recreate.scaffold.mini_swe import import_config
 from recreate.scaffold.model import Scaffold
 from recreate.scaffold.store import ScaffoldStore
 
@@ -14,6 +15,7 @@ def load_scaffold(source: Scaffold | str | Path, store: ScaffoldStore | None = N
     """A Scaffold from any of:
     - a Scaffold (returned as is);
     - a scaffold directory (holding scaffold.yaml), or its scaffold.yaml;
+    - a mini-swe-agent config file (`*.yaml`), imported (see `recreate.scaffold.mini_swe`);
     - `DIR@v7` where DIR is a store lineage folder (`<store root>/<name>`) or a store root holding
       one scaffold; `DIR` alone means its head;
     - `name@v7` / `name` resolved in `store` (default: Settings.home / "scaffolds").
@@ -24,6 +26,8 @@ def load_scaffold(source: Scaffold | str | Path, store: ScaffoldStore | None = N
     path = Path(text).expanduser()
     if path.is_file() and path.name == SCAFFOLD_FILE:
         return read_dir(path.parent)
+    if path.is_file() and path.suffix in (".yaml", ".yml"):  # another agent's config (mini-swe-agent)
+        return import_config([path])[0]
     if path.is_dir():
         if (path / SCAFFOLD_FILE).is_file():
             return read_dir(path)

@@ -131,6 +131,9 @@ class Scaffold(_Model):
     rules: list[Rule] = Field(default_factory=list)
     memory: list[MemoryItem] = Field(default_factory=list)
     examples: list[Example] = Field(default_factory=list)
+    # what another agent's config holds that has no field here, kept so an export restores it
+    # (e.g. {"mini-swe-agent": {...}}); never rendered into prompts
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
     _ref: str | None = PrivateAttr(None)  # "name@v7" when loaded from a store
 
@@ -164,11 +167,12 @@ class Scaffold(_Model):
 
 
 def scaffold_data(scaffold: Scaffold, exclude: set[str] | None = None) -> dict[str, Any]:
-    """The scaffold as JSON data; `examples` only when there are some, so a scaffold without examples
-    keeps the files and the hash it had before scaffolds could hold them."""
+    """The scaffold as JSON data; `examples` and `metadata` only when there are some, so a scaffold
+    without them keeps the files and the hash it had before scaffolds could hold them."""
     data = scaffold.model_dump(mode="json", exclude=exclude)
-    if not data.get("examples", True):
-        del data["examples"]
+    for optional in ("examples", "metadata"):
+        if not data.get(optional, True):
+            del data[optional]
     return data
 
 
