@@ -115,11 +115,14 @@ def create_domain_agent(
     name: str | None = None,
     checkpointer: Any = None,
     store: Any = None,
+    tool_messages: bool = False,
     **options: Any,
 ) -> CompiledStateGraph:
     """A compiled LangGraph graph that runs the scaffold's agent on `{"task": ...}` (or on the last
-    human message) and returns MessagesState plus `submission`, `exit_status`, `steps`,
-    `trajectory_path`, ...
+    human message of `messages`) and returns `messages` with its answer appended as one AIMessage named
+    after the scaffold, plus `submission`, `exit_status` and `trajectory_id`. Its prompts and steps stay
+    out of `messages` (they are in the trajectory); `tool_messages=True` adds its tool calls and their
+    results before the answer.
 
     `scaffold`: a Scaffold, a scaffold directory, or a stored ref ("runs/x/scaffolds/ds1000@v7").
     `model`: a spec for `make_chat_model` ("openai:gpt-4.1-mini", "MODEL@http://host:8000/v1") or any
@@ -129,4 +132,4 @@ def create_domain_agent(
     logprobs, temperature, max_tokens, extra_body, domain (see `build_domain_agent`).
     """
     agent = build_domain_agent(scaffold, model=model, sandbox=sandbox, **options)
-    return agent.compile(name=name, checkpointer=checkpointer, store=store)
+    return agent.compile(name=name, checkpointer=checkpointer, store=store, tool_messages=tool_messages)

@@ -9,7 +9,8 @@ closes what the agent opened and writes the trajectory. Each step is also append
 an interrupted node writes the trajectory before re-raising, so a crash never loses the steps so far.
 One node per step rather than separate model and tool nodes halves the graph's overhead per step.
 The graph is compiled without a checkpointer unless one is given, so it drops into a parent graph as a
-node and the parent's checkpointer applies.
+node and the parent's checkpointer applies. The run's own conversation stays in a private channel (see
+`recreate.agent.state`): the parent's `messages` get the agent's answer, never its prompts.
 """
 
 from __future__ import annotations
@@ -17,22 +18,32 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import re
 import threading
 import time
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NotRequired
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from langgraph.graph import END, START, MessagesState, StateGraph
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from recreate.agent.actions import example_messages, parse_reply, runtime_instructions
 from recreate.agent.recorder import TrajectoryRecorder, model_info, step_record
+from recreate.agent.state import AgentContext, AgentInput, AgentOutput, AgentState, context_value
 from recreate.agent.toolbox import ActionError, ToolBox, tool_specs
 from recreate.experience.schema import SandboxInfo, Trajectory, new_id, utcnow
 from recreate.models import BudgetExceeded, LedgerCallback, UsageLedger, is_context_overflow
@@ -43,35 +54,6 @@ from recreate.scaffold.render import render_instance, render_system
 
 log = logging.getLogger(__name__)
 ONE_CALL = "Not executed: call one tool per reply; only the first call of your reply ran."
-
-
-class AgentState(MessagesState):
-    """MessagesState plus the run's bookkeeping. Input: `task` (or a last human message), optionally
-    `task_id`, `seed`, `run_id`, `trajectory_id`, `metadata`."""
-
-    task: NotRequired[str]
-    task_id: NotRequired[str | None]
-    seed: NotRequired[int | None]
-    run_id: NotRequired[str | None]
-    metadata: NotRequired[dict[str, Any]]
-    trajectory_id: NotRequired[str]
-    trajectory_path: NotRequired[str | None]
-    submission: NotRequired[str | None]
-    exit_status: NotRequired[str | None]
-    error: NotRequired[str | None]
-    steps: NotRequired[int]
-    format_errors: NotRequired[int]
-    cost_usd: NotRequired[float]
-    records: NotRequired[list[dict[str, Any]]]  # Step records (schema v1), one per model call
-    started_at: NotRequired[str]
-    started_ts: NotRequired[float]
-
-
-@dataclass
-class AgentContext:
-    """Per-run context (never checkpointed): a session the caller prepared, e.g. with the task's files."""
-
-    session: Session | None = None
 
 
 def _node(method: Callable[[DomainAgent, AgentState], dict[str, Any]]) -> Callable[..., Command]:
@@ -92,7 +74,14 @@ def _node(method: Callable[[DomainAgent, AgentState], dict[str, Any]]) -> Callab
 
 
 def _next(update: dict[str, Any]) -> Command:
-    """Route by the update itself (a Command), which spares the graph a full state read per step."""
+    """Route by the update itself (a Command), which spares the graph a full state read per step.
+    The messages a step adds to the run go to `messages` too, so a caller streaming the agent's updates
+    sees its steps; `finish` takes them out of `messages` again."""
+    if "run_messages" in update:
+        added = [m for m in update["run_messages"] if not isinstance(m, RemoveMessage)]
+        for message in added:
+            message.id = message.id or uuid.uuid4().hex  # one id in both channels
+        update["messages"] = added
     status = update.get("exit_status", "running")
     return Command(update=update, goto="step" if status == "running" else "finish")
 
@@ -156,12 +145,29 @@ class DomainAgent:
 
     # -- graph ---------------------------------------------------------------------------------
     def compile(
-        self, *, name: str | None = None, checkpointer: Any = None, store: Any = None
+        self,
+        *,
+        name: str | None = None,
+        checkpointer: Any = None,
+        store: Any = None,
+        public: bool = True,
+        tool_messages: bool = False,
     ) -> CompiledStateGraph:
-        graph = StateGraph(AgentState, context_schema=AgentContext)
+        """The agent's graph. `public` (default): it reads AgentInput and writes AgentOutput, what a
+        parent graph or LangGraph Studio sees; `public=False` takes and returns every key of AgentState
+        (the rollout runner's: it passes task ids and seeds and reads the step records).
+        `tool_messages`: the answer in `messages` comes after the run's tool calls and their results."""
+        if tool_messages and self.action_format != "tool_calls":
+            raise ValueError(
+                f"tool_messages=True needs action_format='tool_calls': this agent runs with "
+                f"{self.action_format!r}, which makes no tool calls (stream with subgraphs=True to watch "
+                "its steps)"
+            )
+        schemas = {"input_schema": AgentInput, "output_schema": AgentOutput} if public else {}
+        graph = StateGraph(AgentState, context_schema=AgentContext, **schemas)
         graph.add_node("start", self.start, destinations=("step", "finish"))
         graph.add_node("step", self.step, destinations=("step", "finish"))
-        graph.add_node("finish", self.finish)
+        graph.add_node("finish", functools.partial(self.finish, tool_messages=tool_messages))
         graph.add_edge(START, "start")
         graph.add_edge("finish", END)
         return graph.compile(name=name or self.scaffold.name, checkpointer=checkpointer, store=store)
@@ -174,24 +180,21 @@ class DomainAgent:
         update: dict[str, Any] = {
             "trajectory_id": tid, "task": task, "submission": None, "exit_status": "running", "error": None,
             "steps": 0, "format_errors": 0, "cost_usd": 0.0, "records": [], "started_at": utcnow(),
-            "started_ts": time.time(),
+            "started_ts": time.time(), "run_messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)],
         }  # fmt: skip
         try:
             if not task:
                 raise ValueError("no task: pass {'task': ...} or end the input messages with a human message")
-            self._attach(tid, runtime.context.session if runtime.context else None)
+            self._attach(tid, context_value(runtime.context, "session"))
             instance = render_instance(self.shown_scaffold, task, task_id=state.get("task_id") or "")
             examples = example_messages(
                 self.shown_scaffold.examples,
                 self.action_format,
                 lambda text: render_instance(self.shown_scaffold, text, task_id="example"),
             )
-            update["messages"] = [
-                SystemMessage(self.system_text, id=f"{tid}:system"),
-                *examples,
-                HumanMessage(instance),
-            ]
-            self.recorder.begin(state | update, update["messages"])
+            run = [SystemMessage(self.system_text), *examples, HumanMessage(instance, id=f"{tid}:task")]
+            update["run_messages"] = [*update["run_messages"], *run]
+            self.recorder.begin(state | update, run)
         except Exception as exc:
             update.update(_failure(state | update, exc))
         return _next(update)
@@ -203,10 +206,12 @@ class DomainAgent:
         if update.get("exit_status", "running") != "running":
             return update
         try:
-            acted = self.act({**state, **update, "messages": [*state["messages"], *update["messages"]]})
+            acted = self.act(
+                {**state, **update, "run_messages": [*state["run_messages"], *update["run_messages"]]}
+            )
         except Exception as exc:  # keep the reply and its step record; end the run
             return {**update, **_failure(state, exc)}
-        return {**update, **acted, "messages": [*update["messages"], *acted["messages"]]}
+        return {**update, **acted, "run_messages": [*update["run_messages"], *acted["run_messages"]]}
 
     def call_model(self, state: AgentState) -> dict[str, Any]:
         if state["steps"] >= self.limits.max_steps:
@@ -233,14 +238,14 @@ class DomainAgent:
             return {"exit_status": "context_exceeded", "error": redact(f"{type(exc).__name__}: {exc}")}
         step = step_record(state["steps"], reply, len(messages), started, self.model_name, self.endpoint)
         return {
-            "messages": [reply],
+            "run_messages": [reply],
             "steps": state["steps"] + 1,
             "cost_usd": state["cost_usd"] + (step.usage.cost_usd or 0.0),
             "records": [*state["records"], step.model_dump(mode="json")],
         }
 
     def act(self, state: AgentState) -> dict[str, Any]:
-        reply = state["messages"][-1]
+        reply = state["run_messages"][-1]
         parsed = parse_reply(reply, self.action_format)  # type: ignore[arg-type]
         step = dict(state["records"][-1])
         errors = [e.message for e in parsed.errors]
@@ -265,19 +270,33 @@ class DomainAgent:
         if errors and not step.get("action"):
             step["action"] = {"format_error": "\n".join(errors)}
         update.update(
-            messages=out,
+            run_messages=out,
             records=[*state["records"][:-1], step],
             format_errors=state["format_errors"] + len(errors),
         )
         self.recorder.log_step(state["trajectory_id"], [reply, *out], step)
         return update
 
-    def finish(self, state: AgentState) -> dict[str, Any]:
+    def finish(self, state: AgentState, *, tool_messages: bool = False) -> dict[str, Any]:
+        """Close the run: write its trajectory (every internal step) and answer the caller with one
+        AIMessage named after the scaffold (after its tool turns, with `tool_messages`). `task` is
+        cleared, so the next run on a checkpointed thread reads its own task."""
         status = state.get("exit_status")
         final = {**state, "exit_status": "error" if status in (None, "running") else status}
         self._release(state.get("trajectory_id"))
-        path = self.recorder.save(self.recorder.build(final, _run_messages(final), final=True))
-        return {"exit_status": final["exit_status"], "trajectory_path": str(path) if path else None}
+        run = _run_messages(final)
+        path = self.recorder.save(self.recorder.build(final, run, final=True))
+        speaker = re.sub(r"[^A-Za-z0-9_-]", "_", self.scaffold.name)  # a valid `name` for chat APIs
+        shown = _tool_turns(run, f"{final.get('trajectory_id')}:task", speaker) if tool_messages else []
+        kept = {m.id for m in shown}
+        hidden = [RemoveMessage(id=m.id) for m in run if m.id not in kept]  # type: ignore[arg-type]
+        answer = AIMessage(_answer_text(final), name=speaker, id=f"{final.get('trajectory_id')}:answer")
+        return {
+            "exit_status": final["exit_status"],
+            "trajectory_path": str(path) if path else None,
+            "task": "",
+            "messages": [*hidden, *shown, answer],
+        }
 
     def trajectory(self, state: dict[str, Any]) -> Trajectory:
         """The final Trajectory of a run, from the graph's output state."""
@@ -337,13 +356,35 @@ def _answer(text: str, call_id: str | None, status: str = "success") -> BaseMess
 
 
 def _run_messages(state: dict[str, Any]) -> list[BaseMessage]:
-    """This run's messages: from its system message on (a parent graph may hold earlier ones)."""
-    messages = state.get("messages") or []
-    marker = f"{state.get('trajectory_id')}:system"
-    for i in range(len(messages) - 1, -1, -1):
-        if messages[i].id == marker:
-            return list(messages[i:])
-    return list(messages)
+    """This run's own conversation (the private channel; never the caller's `messages`)."""
+    return list(state.get("run_messages") or [])
+
+
+def _answer_text(state: dict[str, Any]) -> str:
+    if state.get("submission") is not None:
+        return str(state["submission"])
+    why = state.get("error") or "no submission"
+    return f"The agent stopped without an answer ({state['exit_status']}: {why})."
+
+
+def _tool_turns(run: list[BaseMessage], task_marker: str, speaker: str) -> list[BaseMessage]:
+    """The run's tool calls and their results after the task message: only replies whose every call
+    was answered, so the caller's conversation stays valid for chat APIs (each tool message answers
+    a call of the message before it)."""
+    start = next((i + 1 for i, m in enumerate(run) if m.id == task_marker), len(run))
+    turns = run[start:]
+    answered = {m.tool_call_id for m in turns if isinstance(m, ToolMessage)}
+    shown: list[BaseMessage] = []
+    kept: set[str] = set()
+    for message in turns:
+        if isinstance(message, AIMessage) and message.tool_calls:
+            ids = {call["id"] for call in message.tool_calls}
+            if ids <= answered and not message.invalid_tool_calls:
+                kept |= ids
+                shown.append(message.model_copy(update={"name": speaker}))
+        elif isinstance(message, ToolMessage) and message.tool_call_id in kept:
+            shown.append(message)
+    return shown
 
 
 def _last_human_text(messages: list[BaseMessage]) -> str:

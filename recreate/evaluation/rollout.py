@@ -154,7 +154,7 @@ class Rollouts:
             domain=domain.name,
             **agent_options,
         )
-        self.graph = self.agent.compile()
+        self.graph = self.agent.compile(public=False)  # every key: task ids, seeds, step records
         info = self.agent.recorder.model
         context = {
             "model": [info.name, info.base_url_host, info.sampling],

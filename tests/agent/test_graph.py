@@ -6,17 +6,13 @@ import json
 import math
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 
 import pytest
 from langchain_openai import ChatOpenAI
-from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph import START, MessagesState, StateGraph
 
-from recreate import create_domain_agent
-from recreate.agent import recover_trajectory
+from recreate.agent import build_domain_agent, recover_trajectory
 from recreate.experience.schema import load_trajectory
 from recreate.models import Budget, UsageLedger
 from recreate.scaffold import load_scaffold
@@ -28,9 +24,12 @@ pytestmark = pytest.mark.bwrap
 
 
 def _agent(server, sandbox, tmp_path, scaffold=MINIMAL, **options):
-    return create_domain_agent(
-        scaffold, model=f"scripted@{server.url}", sandbox=sandbox, trajectory_dir=tmp_path / "traj", **options
-    )
+    """The graph with every key in and out (the rollout runner's), to check the run's bookkeeping."""
+    return _internal(scaffold, f"scripted@{server.url}", sandbox, trajectory_dir=tmp_path / "traj", **options)
+
+
+def _internal(scaffold, model, sandbox, **options):
+    return build_domain_agent(scaffold, model=model, sandbox=sandbox, **options).compile(public=False)
 
 
 def test_minimal_agent_solves_a_scripted_task_and_records_a_complete_trajectory(
@@ -46,7 +45,7 @@ def test_minimal_agent_solves_a_scripted_task_and_records_a_complete_trajectory(
     out = agent.invoke({"task": "Compute 6*7 with python.", "task_id": "six-seven", "seed": 5})
 
     assert out["exit_status"] == "submitted" and out["submission"].startswith("42") and out["steps"] == 2
-    tool_reply = out["messages"][3]
+    tool_reply = out["run_messages"][3]
     assert "42" in tool_reply.content and secret_env not in tool_reply.content  # no secret in the sandbox
     assert openai_server.headers[0]["authorization"] == f"Bearer {secret_env}"  # the real client sent it
     assert openai_server.requests[0]["return_tokens_as_token_ids"] is True
@@ -130,15 +129,14 @@ def test_command_timeout_is_reported_and_the_run_goes_on(openai_server, bwrap, t
         {"task": "x"}
     )
     assert out["exit_status"] == "submitted"
-    assert "timed out after 1 s" in out["messages"][3].content
+    assert "timed out after 1 s" in out["run_messages"][3].content
     assert load_trajectory(out["trajectory_path"]).steps[0].observation.timed_out
 
 
 def test_a_model_failure_mid_run_still_writes_the_steps_so_far(openai_server, bwrap, tmp_path):
     openai_server.enqueue(tool_call("bash", {"command": "echo one"}), Reply(status=500))
     model = ChatOpenAI(model="scripted", base_url=openai_server.url, api_key="x", max_retries=0)
-    agent = create_domain_agent(MINIMAL, model=model, sandbox=bwrap, trajectory_dir=tmp_path)
-    out = agent.invoke({"task": "x"})
+    out = _internal(MINIMAL, model, bwrap, trajectory_dir=tmp_path).invoke({"task": "x"})
     assert out["exit_status"] == "error" and "500" in out["error"]
     traj = load_trajectory(out["trajectory_path"])
     assert traj.outcome.exit_status == "error" and len(traj.steps) == 1
@@ -147,7 +145,7 @@ def test_a_model_failure_mid_run_still_writes_the_steps_so_far(openai_server, bw
 
 def test_an_interrupt_mid_run_leaves_the_trajectory_on_disk(bwrap, tmp_path):
     model = ScriptedChat(messages=iter([call("bash", command="echo before"), KeyboardInterrupt()]))
-    agent = create_domain_agent(MINIMAL, model=model, sandbox=bwrap, trajectory_dir=tmp_path)
+    agent = _internal(MINIMAL, model, bwrap, trajectory_dir=tmp_path)
     with pytest.raises(KeyboardInterrupt):
         agent.invoke({"task": "x", "trajectory_id": "t-interrupted"})
     traj = load_trajectory(tmp_path / "t-interrupted.json")
@@ -178,34 +176,11 @@ def test_scaffold_tools_run_inside_the_sandbox_and_memory_is_searchable(
     out = _agent(openai_server, bwrap, tmp_path, scaffold=tooled_scaffold).invoke({"task": "add"})
     tool_names = [t["function"]["name"] for t in openai_server.requests[0]["tools"]]
     assert tool_names == ["bash", "add_numbers", "search_memory", "submit"]
-    assert out["messages"][3].content.startswith("exit_code: 0\nstdout:\n42 /workspace")  # ran in the sandbox
-    assert "[m2] Submitting integers" in out["messages"][5].content
+    assert out["run_messages"][3].content.startswith(
+        "exit_code: 0\nstdout:\n42 /workspace"
+    )  # ran in the sandbox
+    assert "[m2] Submitting integers" in out["run_messages"][5].content
     assert "Pandas groupby keeps NaN keys out" in openai_server.requests[0]["messages"][0]["content"]
-
-
-def test_agent_is_a_subgraph_node_under_a_parent_sqlite_checkpointer(openai_server, bwrap, tmp_path):
-    openai_server.enqueue(
-        tool_call("bash", {"command": "echo 7"}), tool_call("submit", {"answer": "7"}),
-        tool_call("submit", {"answer": "second"}),
-    )  # fmt: skip
-    agent = _agent(openai_server, bwrap, tmp_path)
-    parent = StateGraph(MessagesState)
-    parent.add_node("domain_agent", agent)
-    parent.add_edge(START, "domain_agent")
-    with sqlite3.connect(tmp_path / "ckpt.sqlite", check_same_thread=False) as conn:
-        app = parent.compile(checkpointer=SqliteSaver(conn))
-        config = {"configurable": {"thread_id": "thread-1"}}
-        first = app.invoke({"messages": [("user", "What is 3+4?")]}, config)
-        assert first["messages"][-1].content == "submitted"
-        second = app.invoke({"messages": [("user", "And now?")]}, config)
-        stored = app.get_state(config).values["messages"]
-        assert len(stored) == len(second["messages"]) > len(first["messages"])
-        assert sum(1 for _ in app.get_state_history(config)) >= 4  # checkpoints of both turns
-    # the second turn's model call saw only its own run: its system message and the new task
-    sent = openai_server.requests[-1]["messages"]
-    assert [m["role"] for m in sent] == ["system", "user"] and sent[1]["content"] == "And now?"
-    trajectories = sorted((tmp_path / "traj").glob("*.json"))
-    assert len(trajectories) == 2
 
 
 def _with_limits(**limits):
@@ -218,8 +193,7 @@ def _with_limits(**limits):
 KILLED_RUN = """
 import os, signal, sys
 from langchain_core.messages import AIMessage
-from recreate import create_domain_agent
-from recreate.agent import recover_trajectory
+from recreate.agent import build_domain_agent, recover_trajectory
 from tests.agent.conftest import MINIMAL, REPO, ScriptedChat, call
 
 class Kill(ScriptedChat):
@@ -229,8 +203,8 @@ class Kill(ScriptedChat):
         return super()._generate(messages, stop, run_manager, **kwargs)
 
 model = Kill(messages=iter([call("bash", command="echo one"), call("bash", command="echo two")]))
-agent = create_domain_agent(MINIMAL, model=model, sandbox="bwrap", trajectory_dir=sys.argv[1])
-agent.invoke({"task": "count", "trajectory_id": "t-killed", "task_id": "count"})
+agent = build_domain_agent(MINIMAL, model=model, sandbox="bwrap", trajectory_dir=sys.argv[1])
+agent.compile(public=False).invoke({"task": "count", "trajectory_id": "t-killed", "task_id": "count"})
 """
 
 
