@@ -3,10 +3,15 @@
     router ──► chat    (plain questions: the model answers directly)
            └─► agent   (work that needs commands: the scaffold's domain agent, in a sandbox)
 
+The conversation holds the user's messages and the answers only: the agent adds one AIMessage (named
+after its scaffold), its prompts and steps stay in its trajectory, so the chat model and the router see
+a plain conversation on every turn.
+
 Run it:  python examples/langgraph_app/app.py "Compute the 20th Fibonacci number" \
              --scaffold scaffolds/minimal --model openai:gpt-4.1-mini
 Serve it: langgraph dev --port 8123
-          (graph "router_app" in langgraph.json; set RECREATE_MODEL, optionally RECREATE_SCAFFOLD)
+          (graph "router_app" in langgraph.json; set RECREATE_MODEL, optionally RECREATE_SCAFFOLD, or
+          pass scaffold/model/sandbox as the run's context)
 """
 
 from __future__ import annotations
@@ -16,16 +21,18 @@ import asyncio
 import os
 import sqlite3
 from pathlib import Path
-from typing import Literal, NotRequired
+from typing import Any, Literal, NotRequired
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, SystemMessage
+from langchain_core.messages import SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph_sdk.runtime import ServerRuntime
 
 from recreate import create_domain_agent
-from recreate.agent import resolve_model
+from recreate.agent import AgentContext, resolve_model
+from recreate.agent.server import graph_settings
 
 ROUTER_PROMPT = (
     "Classify the user's last request. Answer with one word: `agent` if it needs running code or shell "
@@ -36,7 +43,6 @@ SEED = Path(__file__).resolve().parents[2] / "scaffolds" / "minimal"
 
 class AppState(MessagesState):
     route: NotRequired[str]
-    submission: NotRequired[str | None]  # shared with the domain agent's state: its answer
 
 
 def build_app(
@@ -52,39 +58,37 @@ def build_app(
     def chat(state: AppState) -> dict:
         return {"messages": [chat_model.invoke(state["messages"])]}
 
-    def answer(state: AppState) -> dict:
-        """The agent's submission becomes the app's reply."""
-        return {"messages": [AIMessage(state.get("submission") or "The agent stopped without an answer.")]}
-
     def pick(state: AppState) -> Literal["agent", "chat"]:
         return "agent" if state["route"] == "agent" else "chat"
 
-    graph = StateGraph(AppState)
+    # callers send and get a conversation; the route stays inside; the settings are the server's context
+    graph = StateGraph(
+        AppState, context_schema=AgentContext, input_schema=MessagesState, output_schema=MessagesState
+    )
     graph.add_node("router", router)
     graph.add_node("chat", chat)
     graph.add_node("agent", agent)
-    graph.add_node("answer", answer)
     graph.add_edge(START, "router")
     graph.add_conditional_edges("router", pick, ["agent", "chat"])
-    graph.add_edge("agent", "answer")
-    graph.add_edge("answer", END)
+    graph.add_edge("agent", END)
     graph.add_edge("chat", END)
     return graph.compile(checkpointer=checkpointer, name="router_app")
 
 
-async def make_app(config: RunnableConfig) -> CompiledStateGraph:
-    """Factory for langgraph.json: the server supplies the checkpointer. It calls factories on its event
-    loop, and building the agent reads files (blocking calls), so that happens in a worker thread."""
-    return await asyncio.to_thread(app_from_config, config)
+async def make_app(config: RunnableConfig, runtime: ServerRuntime) -> CompiledStateGraph:
+    """Factory for langgraph.json: the server supplies the checkpointer, and the run's context (when it
+    builds the graph to execute a run) the settings. It calls factories on its event loop, and building
+    the agent reads files (blocking calls), so that happens in a worker thread."""
+    run = runtime.execution_runtime
+    context = run.context if run is not None else None
+    return await asyncio.to_thread(app_from_config, config, context, executing=run is not None)
 
 
-def app_from_config(config: RunnableConfig) -> CompiledStateGraph:
-    configurable = (config or {}).get("configurable") or {}
-    scaffold = configurable.get("scaffold") or os.environ.get("RECREATE_SCAFFOLD") or str(SEED)
-    model = configurable.get("model") or os.environ.get("RECREATE_MODEL")
-    if not model:
-        raise ValueError("set RECREATE_MODEL or pass configurable.model")
-    return build_app(scaffold, model, sandbox=os.environ.get("RECREATE_SANDBOX", "bwrap"))
+def app_from_config(
+    config: RunnableConfig, context: Any = None, *, executing: bool = True
+) -> CompiledStateGraph:
+    scaffold, model, sandbox = graph_settings(config, context, executing=executing)
+    return build_app(scaffold, model, sandbox=sandbox)
 
 
 def main() -> None:

@@ -1,9 +1,10 @@
 """Graph factory for `langgraph dev` / LangGraph Server (see langgraph.json at the repo root).
 
-The scaffold, model and sandbox come from the run's configurable values (`scaffold`, `model`,
-`sandbox`) or from the environment (RECREATE_SCAFFOLD, RECREATE_MODEL, RECREATE_SANDBOX), so one
-deployment serves any stored version: `{"configurable": {"scaffold": "runs/x/scaffolds/ds1000@v7"}}`.
-The server brings its own checkpointer; the graph is compiled without one.
+The scaffold, model and sandbox come from the run's context (`scaffold`, `model`, `sandbox`: the graph's
+context schema, which Studio shows as the run's settings), else its configurable values, else the
+environment (RECREATE_SCAFFOLD, RECREATE_MODEL, RECREATE_SANDBOX), so one deployment serves any stored
+version: `{"context": {"scaffold": "runs/x/scaffolds/ds1000@v7"}}`. The server brings its own
+checkpointer; the graph is compiled without one.
 """
 
 from __future__ import annotations
@@ -11,28 +12,67 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
+from typing import Any
 
+from langchain_core.language_models import BaseChatModel
+from langchain_core.outputs import ChatResult
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
+from langgraph_sdk.runtime import ServerRuntime
 
 from recreate.agent.factory import create_domain_agent
+from recreate.agent.state import context_value
 from recreate.config import load_settings
 
 DEFAULT_SCAFFOLD = Path(__file__).resolve().parents[2] / "scaffolds" / "minimal"
+NO_MODEL = "no model: set RECREATE_MODEL (e.g. openai:gpt-4.1-mini) or pass the run's context.model"
 
 
-async def make_graph(config: RunnableConfig) -> CompiledStateGraph:
+class _NoModel(BaseChatModel):
+    """Stands in while the server only reads the graph (schemas, drawing) and no model is configured."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "none"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> _NoModel:
+        return self
+
+    def _generate(
+        self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        raise ValueError(NO_MODEL)
+
+
+async def make_graph(config: RunnableConfig, runtime: ServerRuntime) -> CompiledStateGraph:
     """The server calls factories on its event loop; building reads files and probes the sandbox (blocking
-    calls, which `langgraph dev` refuses there), so it happens in a worker thread."""
-    return await asyncio.to_thread(domain_agent_graph, config)
+    calls, which `langgraph dev` refuses there), so it happens in a worker thread. A run's context is
+    there only when the server builds the graph to execute a run."""
+    run = runtime.execution_runtime
+    context = run.context if run is not None else None
+    return await asyncio.to_thread(domain_agent_graph, config, context, executing=run is not None)
 
 
-def domain_agent_graph(config: RunnableConfig) -> CompiledStateGraph:
+def domain_agent_graph(
+    config: RunnableConfig, context: Any = None, *, executing: bool = True
+) -> CompiledStateGraph:
+    scaffold, model, sandbox = graph_settings(config, context, executing=executing)
+    return create_domain_agent(scaffold, model=model, sandbox=sandbox, name="domain_agent")
+
+
+def graph_settings(
+    config: RunnableConfig, context: Any = None, *, executing: bool = True
+) -> tuple[str, str | BaseChatModel, str]:
+    """(scaffold, model, sandbox) of a graph the server builds: the run's context, else its configurable
+    values, else the environment. Without a model, a graph built only to be read gets a stand-in."""
     configurable = (config or {}).get("configurable") or {}
     settings = load_settings()
-    scaffold = configurable.get("scaffold") or os.environ.get("RECREATE_SCAFFOLD") or str(DEFAULT_SCAFFOLD)
-    model = configurable.get("model") or settings.model
-    if not model:
-        raise ValueError("no model: set RECREATE_MODEL (e.g. openai:gpt-4.1-mini) or pass configurable.model")
-    sandbox = configurable.get("sandbox") or settings.sandbox
-    return create_domain_agent(scaffold, model=model, sandbox=sandbox, name="domain_agent")
+
+    def setting(key: str, default: Any) -> Any:
+        return context_value(context, key) or configurable.get(key) or default
+
+    scaffold = setting("scaffold", os.environ.get("RECREATE_SCAFFOLD") or str(DEFAULT_SCAFFOLD))
+    model = setting("model", settings.model)
+    if not model and executing:
+        raise ValueError(NO_MODEL)
+    return str(scaffold), model or _NoModel(), setting("sandbox", settings.sandbox)

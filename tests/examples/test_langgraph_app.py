@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import inspect
 import json
 import os
 import socket
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph_sdk.runtime import _ReadRuntime
 
 from recreate.sandbox import get_sandbox
 from recreate.testing import text, tool_call
@@ -52,13 +54,20 @@ def test_router_sends_work_to_the_agent_and_questions_to_chat(openai_server, tmp
         )
         config = {"configurable": {"thread_id": "t1"}}
         first = app.invoke({"messages": [("user", "Sum the integers 1..100 with python")]}, config)
-        assert first["route"] == "agent" and first["messages"][-1].content == "5050"
-        assert any("5050" in m.content for m in first["messages"] if m.type == "tool")
+        assert [(m.type, m.content) for m in first["messages"]] == [
+            ("human", "Sum the integers 1..100 with python"),
+            ("ai", "5050"),
+        ]
+        assert app.get_state(config).values["route"] == "agent"
         second = app.invoke({"messages": [("user", "Thanks!")]}, config)
-        assert second["route"] == "chat" and second["messages"][-1].content == "You are welcome."
+        assert [m.type for m in second["messages"]] == ["human", "ai", "human", "ai"]
+        assert second["messages"][-1].content == "You are welcome."
+        assert app.get_state(config).values["route"] == "chat"
     agent_request = openai_server.requests[1]
     assert [t["function"]["name"] for t in agent_request["tools"]] == ["bash", "submit"]
     assert "tools" not in openai_server.requests[0]  # the router call binds no tools
+    # the app's own chat model gets the plain conversation: no agent prompt, no tool turns
+    assert [m["role"] for m in openai_server.requests[4]["messages"]] == ["user", "assistant", "user"]
 
 
 def test_langgraph_json_points_at_loadable_factories(monkeypatch, openai_server):
@@ -67,7 +76,12 @@ def test_langgraph_json_points_at_loadable_factories(monkeypatch, openai_server)
     for name, target in config["graphs"].items():
         file, _, attr = target.partition(":")
         factory = getattr(_load(REPO / file, f"lg_{attr}"), attr)
-        graph = asyncio.run(factory({"configurable": {"sandbox": "local"}}))  # the server awaits them
+        config = {"configurable": {"sandbox": "local"}}
+        if "runtime" in inspect.signature(factory).parameters:  # the server's runtime while it reads
+            reading = _ReadRuntime(access_context="assistants.read", user=None, store=None)
+            graph = asyncio.run(factory(config, runtime=reading))  # the server awaits them
+        else:
+            graph = asyncio.run(factory(config))
         assert graph.checkpointer is None  # the server supplies its own
         inputs = graph.get_input_jsonschema()["properties"]
         assert ("history" if name == "evolve" else "messages") in inputs
@@ -122,7 +136,7 @@ def test_langgraph_dev_serves_the_domain_agent_and_the_evolve_loop(openai_server
         server.terminate()
         server.wait(timeout=30)
     assert out["exit_status"] == "submitted" and out["submission"] == "6"
-    assert Path(out["trajectory_path"]).is_file()
+    assert (tmp_path / "home" / "trajectories" / f"{out['trajectory_id']}.json").is_file()
     assert evolved["final"].startswith("minimal@v") and [h["accepted"] for h in evolved["history"]] == [
         True,
         True,
