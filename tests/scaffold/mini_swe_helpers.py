@@ -13,10 +13,14 @@ os.environ.setdefault("MSWEA_GLOBAL_CONFIG_DIR", tempfile.mkdtemp(prefix="mswea-
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import minisweagent  # noqa: E402
+from minisweagent.agents import get_agent  # noqa: E402
 from minisweagent.agents.default import AgentConfig, DefaultAgent  # noqa: E402
 from minisweagent.config import get_config_from_spec  # noqa: E402
+from minisweagent.environments import get_environment  # noqa: E402
 from minisweagent.environments.local import LocalEnvironment, LocalEnvironmentConfig  # noqa: E402
+from minisweagent.models import get_model  # noqa: E402
 from minisweagent.models.litellm_model import LitellmModel, LitellmModelConfig  # noqa: E402
+from minisweagent.utils.serialize import recursive_merge  # noqa: E402
 
 PACKAGE_CONFIGS = Path(minisweagent.__file__).parent / "config"
 SHIPPED = sorted(PACKAGE_CONFIGS.glob("*.yaml")) + sorted(PACKAGE_CONFIGS.glob("benchmarks/*.yaml"))
@@ -45,3 +49,17 @@ def mini_prompts(path: Path, task: str) -> tuple[str, str]:
     return agent._render_template(agent.config.system_template), agent._render_template(
         agent.config.instance_template
     )
+
+
+__all__ = [
+    "PACKAGE_CONFIGS",
+    "SHIPPED",
+    "get_agent",
+    "get_config_from_spec",
+    "get_environment",
+    "get_model",
+    "mini_agent",
+    "mini_prompts",
+    "minisweagent",
+    "recursive_merge",
+]
