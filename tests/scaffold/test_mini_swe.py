@@ -4,6 +4,7 @@ scaffold the same way; bad configs and unsuppliable variables fail in one line."
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -192,3 +193,20 @@ def test_config_values_survive_as_jinja_literals(value: object) -> None:
 @given(printable)
 def test_plain_text_renders_as_itself(text: str) -> None:
     assert Template(jinja_text(text), keep_trailing_newline=True).render() == text
+
+
+def test_metadata_survives_the_store_and_an_edit(tmp_path: Path) -> None:
+    """An evolve run stores the imported seed and its children: the config behind it travels with them,
+    and the stored version exports (`scaffold export name@v2 ... --format mini-swe-agent`)."""
+    from recreate.scaffold import ScaffoldStore
+
+    scaffold, _ = import_config([PACKAGE_CONFIGS / "benchmarks" / "swebench.yaml"])
+    store = ScaffoldStore(tmp_path / "store")
+    store.commit(scaffold)
+    ops = [{"op": "add_rule", "id": "r1", "text": "Run the tests first.", "rationale": "seen"}]
+    child = store.apply(f"{scaffold.name}@v1", json.dumps(ops))
+    stored = store.load(child.ref)
+    assert stored.metadata == scaffold.metadata
+    out = yaml.safe_load(export_config(stored, tmp_path / "child.yaml").path.read_text())
+    assert out["environment"]["environment_class"] == "docker" and out["model"]["model_name"]
+    assert out["agent"]["system_template"].endswith("- [r1] Run the tests first.\n")
