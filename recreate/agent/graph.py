@@ -43,9 +43,17 @@ from langgraph.types import Command
 
 from recreate.agent.actions import example_messages, parse_reply, runtime_instructions
 from recreate.agent.recorder import TrajectoryRecorder, model_info, step_record
-from recreate.agent.state import AgentContext, AgentInput, AgentOutput, AgentState, context_value
+from recreate.agent.state import (
+    AgentContext,
+    AgentInput,
+    AgentOutput,
+    AgentState,
+    answer_text,
+    context_value,
+    tool_turns,
+)
 from recreate.agent.toolbox import ActionError, ToolBox, tool_specs
-from recreate.experience.schema import SandboxInfo, Trajectory, new_id, utcnow
+from recreate.experience.schema import SandboxInfo, Trajectory, load_trajectory, new_id, utcnow
 from recreate.models import BudgetExceeded, LedgerCallback, UsageLedger, is_context_overflow
 from recreate.redact import redact
 from recreate.sandbox.base import Sandbox, SandboxSpec, Session
@@ -287,10 +295,10 @@ class DomainAgent:
         run = _run_messages(final)
         path = self.recorder.save(self.recorder.build(final, run, final=True))
         speaker = re.sub(r"[^A-Za-z0-9_-]", "_", self.scaffold.name)  # a valid `name` for chat APIs
-        shown = _tool_turns(run, f"{final.get('trajectory_id')}:task", speaker) if tool_messages else []
+        shown = tool_turns(run, f"{final.get('trajectory_id')}:task", speaker) if tool_messages else []
         kept = {m.id for m in shown}
         hidden = [RemoveMessage(id=m.id) for m in run if m.id not in kept]  # type: ignore[arg-type]
-        answer = AIMessage(_answer_text(final), name=speaker, id=f"{final.get('trajectory_id')}:answer")
+        answer = AIMessage(answer_text(final), name=speaker, id=f"{final.get('trajectory_id')}:answer")
         return {
             "exit_status": final["exit_status"],
             "trajectory_path": str(path) if path else None,
@@ -299,8 +307,17 @@ class DomainAgent:
         }
 
     def trajectory(self, state: dict[str, Any]) -> Trajectory:
-        """The final Trajectory of a run, from the graph's output state."""
-        return self.recorder.build(state, _run_messages(state), final=True)
+        """The final Trajectory of a run, from the graph's output: built from the full state (a graph
+        compiled with `public=False`), or the one the run wrote (the public graph returns no steps)."""
+        if not set(state) <= set(AgentOutput.__annotations__):  # more than the public output
+            return self.recorder.build(state, _run_messages(state), final=True)
+        path = self.recorder.path_for(str(state.get("trajectory_id")))
+        if path is None or not path.is_file():
+            raise ValueError(
+                "no trajectory for this output: the public graph returns no steps and this agent writes "
+                "no trajectory files; compile(public=False) or record to a trajectory_dir"
+            )
+        return load_trajectory(path)
 
     def save_interrupted(self, state: dict[str, Any], exc: BaseException) -> None:
         final = {**state, "exit_status": "interrupted", "error": type(exc).__name__}
@@ -358,33 +375,6 @@ def _answer(text: str, call_id: str | None, status: str = "success") -> BaseMess
 def _run_messages(state: dict[str, Any]) -> list[BaseMessage]:
     """This run's own conversation (the private channel; never the caller's `messages`)."""
     return list(state.get("run_messages") or [])
-
-
-def _answer_text(state: dict[str, Any]) -> str:
-    if state.get("submission") is not None:
-        return str(state["submission"])
-    why = state.get("error") or "no submission"
-    return f"The agent stopped without an answer ({state['exit_status']}: {why})."
-
-
-def _tool_turns(run: list[BaseMessage], task_marker: str, speaker: str) -> list[BaseMessage]:
-    """The run's tool calls and their results after the task message: only replies whose every call
-    was answered, so the caller's conversation stays valid for chat APIs (each tool message answers
-    a call of the message before it)."""
-    start = next((i + 1 for i, m in enumerate(run) if m.id == task_marker), len(run))
-    turns = run[start:]
-    answered = {m.tool_call_id for m in turns if isinstance(m, ToolMessage)}
-    shown: list[BaseMessage] = []
-    kept: set[str] = set()
-    for message in turns:
-        if isinstance(message, AIMessage) and message.tool_calls:
-            ids = {call["id"] for call in message.tool_calls}
-            if ids <= answered and not message.invalid_tool_calls:
-                kept |= ids
-                shown.append(message.model_copy(update={"name": speaker}))
-        elif isinstance(message, ToolMessage) and message.tool_call_id in kept:
-            shown.append(message)
-    return shown
 
 
 def _last_human_text(messages: list[BaseMessage]) -> str:

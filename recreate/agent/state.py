@@ -3,7 +3,7 @@
 A parent graph (or LangGraph Studio) sees only `AgentInput` and `AgentOutput`: the user's conversation
 goes in, one answer comes back. The run's own conversation (system prompt, worked examples, the rendered
 task, every model reply and observation) lives in the private `run_messages` channel and in the
-trajectory, never in the parent's `messages`.
+trajectory, never in the parent's `messages`: `answer_text` and `tool_turns` make what the caller gets.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, NotRequired
 
-from langchain_core.messages import AnyMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 from langgraph.graph import MessagesState
 from langgraph.graph.message import add_messages
 from pydantic import Field
@@ -83,3 +83,31 @@ def context_value(context: Any, key: str) -> Any:
     if isinstance(context, dict):
         return context.get(key)
     return getattr(context, key, None)
+
+
+def answer_text(state: dict[str, Any]) -> str:
+    """The content of the agent's answer to its caller: the submission, else why there is none."""
+    if state.get("submission") is not None:
+        return str(state["submission"])
+    why = state.get("error") or "no submission"
+    return f"The agent stopped without an answer ({state['exit_status']}: {why})."
+
+
+def tool_turns(run: list[BaseMessage], task_marker: str, speaker: str) -> list[BaseMessage]:
+    """The run's tool calls and their results after the task message: only replies whose every call
+    was answered, so the caller's conversation stays valid for chat APIs (each tool message answers
+    a call of the message before it)."""
+    start = next((i + 1 for i, m in enumerate(run) if m.id == task_marker), len(run))
+    turns = run[start:]
+    answered = {m.tool_call_id for m in turns if isinstance(m, ToolMessage)}
+    shown: list[BaseMessage] = []
+    kept: set[str] = set()
+    for message in turns:
+        if isinstance(message, AIMessage) and message.tool_calls:
+            ids = {call["id"] for call in message.tool_calls}
+            if ids <= answered and not message.invalid_tool_calls:
+                kept |= ids
+                shown.append(message.model_copy(update={"name": speaker}))
+        elif isinstance(message, ToolMessage) and message.tool_call_id in kept:
+            shown.append(message)
+    return shown

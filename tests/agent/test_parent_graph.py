@@ -13,6 +13,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, MessagesState, StateGraph
 
 from recreate import create_domain_agent
+from recreate.agent import build_domain_agent
 from recreate.experience.schema import load_trajectory
 from recreate.scaffold import load_scaffold
 from recreate.testing import text, tool_call
@@ -156,3 +157,22 @@ def test_a_checkpointed_thread_reads_each_runs_own_task_under_a_parent_context(
         {"messages": [("user", "third")]}, {"configurable": {"thread_id": "p"}}, context=AppContext()
     )
     assert [m.content for m in out["messages"]] == ["third", "c"]
+
+
+def test_the_runtime_gives_the_trajectory_of_a_public_graphs_output(openai_server, bwrap, tmp_path):
+    openai_server.enqueue(tool_call("bash", {"command": "echo 1"}), tool_call("submit", {"answer": "1"}))
+    agent = build_domain_agent(
+        MINIMAL, model=f"scripted@{openai_server.url}", sandbox=bwrap, trajectory_dir=tmp_path
+    )
+    out = agent.compile().invoke({"task": "One?"})
+    traj = agent.trajectory(out)
+    assert traj.trajectory_id == out["trajectory_id"] and len(traj.steps) == 2
+    assert [m["role"] for m in traj.messages] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+
+    unrecorded = build_domain_agent(
+        MINIMAL, model=f"scripted@{openai_server.url}", sandbox=bwrap, record=False
+    )
+    openai_server.enqueue(tool_call("submit", {"answer": "2"}))
+    out = unrecorded.compile().invoke({"task": "Two?"})
+    with pytest.raises(ValueError, match="compile\\(public=False\\) or record to a trajectory_dir"):
+        unrecorded.trajectory(out)
