@@ -210,3 +210,28 @@ def test_metadata_survives_the_store_and_an_edit(tmp_path: Path) -> None:
     out = yaml.safe_load(export_config(stored, tmp_path / "child.yaml").path.read_text())
     assert out["environment"]["environment_class"] == "docker" and out["model"]["model_name"]
     assert out["agent"]["system_template"].endswith("- [r1] Run the tests first.\n")
+
+
+@pytest.mark.parametrize(
+    ("configs", "carried"),
+    [
+        (["benchmarks/swebench.yaml"], True),
+        (["benchmarks/swebench.yaml", "benchmarks/swebench_modal.yaml"], False),
+    ],
+)
+def test_tools_go_where_the_environment_can_run_them(
+    tmp_path: Path, configs: list[str], carried: bool
+) -> None:
+    from tests.scaffold.conftest import echo_tool
+
+    scaffold, _ = import_config([PACKAGE_CONFIGS / c for c in configs])
+    exported = export_config(scaffold.model_copy(update={"tools": [echo_tool()]}), tmp_path / "t.yaml")
+    out = yaml.safe_load(exported.path.read_text())
+    if carried:  # docker: the scripts are mounted read-only where the prompt says they are
+        mount = f"{(tmp_path / 't_tools').resolve()}:/opt/recreate_tools:ro"
+        assert out["environment"]["run_args"][-2:] == ["-v", mount]
+        assert "python3 /opt/recreate_tools/echo_text/main.py" in out["agent"]["system_template"]
+        assert (exported.tools_dir / "echo_text" / "main.py").read_text() == echo_tool().code
+    else:  # a remote sandbox gets no files from here: the export says so and leaves the tool out
+        assert exported.tools_dir is None and "echo_text" not in out["agent"]["system_template"]
+        assert any("cannot carry tools" in n and "echo_text" in n for n in exported.notes)
