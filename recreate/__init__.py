@@ -1,16 +1,24 @@
-"""recreate: create and improve domain agents from their own experience."""
+"""recreate: create and improve domain agents from their own experience.
 
+    from recreate import create_domain_agent, load_run, optimize
+"""
+
+from importlib import import_module
 from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "create_domain_agent"]
+# imported on first use so `import recreate` (and the CLI) stays fast
+_EXPORTS = {
+    "EvolveResult": "recreate.runs",
+    "create_domain_agent": "recreate.agent",
+    "load_run": "recreate.runs",
+    "optimize": "recreate.optimizer.run",
+}
+__all__ = ["__version__", *sorted(_EXPORTS)]
 
 
 def __getattr__(name: str) -> Any:
-    # imported on first use so `import recreate` (and the CLI) stays fast
-    if name == "create_domain_agent":
-        from recreate.agent import create_domain_agent
-
-        return create_domain_agent
-    raise AttributeError(f"module 'recreate' has no attribute {name!r}")
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'recreate' has no attribute {name!r}")
+    return getattr(import_module(_EXPORTS[name]), name)

@@ -28,6 +28,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
 from langchain_core.outputs import LLMResult
 
+from recreate.errors import Arg, ArgumentError
 from recreate.jsonl import append_jsonl
 from recreate.redact import redact
 
@@ -52,8 +53,12 @@ def is_context_overflow(error: BaseException | str) -> bool:
 ROLES = ("agent", "optimizer", "synthesis", "eval", "bootstrap")
 
 
-class ModelSpecError(ValueError):
-    """A model spec or endpoint setting that cannot work; the message names the fix."""
+class ModelSpecError(ArgumentError):
+    """A model spec or endpoint setting that cannot work; the message names the fix (the arguments a
+    Python caller passes; the command line shows its options instead)."""
+
+
+MODEL_ARG = Arg("model", "'PROVIDER:MODEL'", "PROVIDER:MODEL")  # e.g. openai:gpt-4.1-mini
 
 
 class BudgetExceeded(RuntimeError):
@@ -140,7 +145,8 @@ def price_overrides(prices: dict[str, Any] | None) -> dict[str, Rates]:
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelSpecError(
                 f"price of {model!r}: {value!r} is not a price; give USD per 1M tokens as "
-                "{input = IN, output = OUT} in recreate.toml or --price MODEL=IN,OUT"
+                "{input = IN, output = OUT} in recreate.toml or {prices}",
+                prices=_prices_arg("MODEL"),
             ) from exc
         out[model] = rates
     return out
@@ -193,11 +199,20 @@ def require_prices(
         if price_call(spec, 1, 0, 1, prices, base_url=base_url) is None:
             name = parse_spec(spec)[1]
             raise ModelSpecError(
-                f"no price known for the {role} model {spec!r}, so --budget-usd {budget.max_usd:g} cannot "
-                f"be enforced: pass --price {name}=IN,OUT (USD per 1M input/output tokens, or set it under "
-                "[recreate.prices] in recreate.toml), budget tokens with --max-tokens N instead, "
-                "or pass --budget-usd none"
+                f"no price known for the {role} model {spec!r}, so {{budget}} cannot be enforced: pass "
+                "{prices} (USD per 1M input/output tokens, or set it under [recreate.prices] in "
+                "recreate.toml), budget tokens with {tokens} instead, or pass {unbounded}",
+                budget=Arg(
+                    "budget", f"Budget(max_usd={budget.max_usd:g})", f"{budget.max_usd:g}", "--budget-usd"
+                ),
+                prices=_prices_arg(name),
+                tokens=Arg("budget", "Budget(max_tokens=N)", "N", "--max-tokens"),
+                unbounded=Arg("budget", "Budget(max_usd=None)", "none", "--budget-usd"),
             )
+
+
+def _prices_arg(name: str) -> Arg:
+    return Arg("prices", f"{{{name!r}: [IN, OUT]}}", f"{name}=IN,OUT", "--price")
 
 
 _TOTALS = ("calls", "prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "unpriced_calls")
@@ -320,9 +335,7 @@ class LedgerCallback(BaseCallbackHandler):
 def parse_spec(spec: str, base_url: str | None = None) -> tuple[str | None, str, str | None]:
     """-> (provider or None, model name, base_url or None)."""
     if not spec or not spec.strip():
-        raise ModelSpecError(
-            "empty model spec; pass --model (e.g. openai:gpt-4.1-mini) or set RECREATE_MODEL"
-        )
+        raise ModelSpecError("empty model spec; pass {model} or set RECREATE_MODEL", model=MODEL_ARG)
     spec = spec.strip()
     if "@http://" in spec or "@https://" in spec:
         spec, base_url = spec.split("@", 1)
@@ -375,7 +388,8 @@ def make_chat_model(
     if provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
         raise ModelSpecError(
             "no OpenAI API key: set OPENAI_API_KEY, or OPENAI_BASE_URL for a vLLM/Ollama server, "
-            "or pass --model PROVIDER:MODEL"
+            "or pass {model}",
+            model=MODEL_ARG,
         )
     if logprobs and provider == "openai":
         kwargs["logprobs"] = True

@@ -1,4 +1,5 @@
 import logging
+import re
 import threading
 from pathlib import Path
 
@@ -36,8 +37,12 @@ def test_parse_spec_forms():
 def test_missing_key_names_the_fixes(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    with pytest.raises(ModelSpecError, match="OPENAI_API_KEY.*OPENAI_BASE_URL.*--model"):
+    with pytest.raises(
+        ModelSpecError, match="OPENAI_API_KEY.*OPENAI_BASE_URL.*model='PROVIDER:MODEL'"
+    ) as caught:
         make_chat_model("openai:gpt-4.1-mini")
+    assert "--" not in str(caught.value)  # a Python caller is told its argument; the command line its option
+    assert caught.value.for_cli().endswith("pass --model PROVIDER:MODEL")
 
 
 def test_unknown_provider_is_a_clear_error(monkeypatch):
@@ -92,8 +97,9 @@ def test_user_prices_override_in_the_recreate_toml_form(tmp_path, monkeypatch):
     prices = load_settings().prices
     assert price_call("my-model", 1_000_000, 0, 1_000_000, prices) == pytest.approx(3.0)
     assert price_call("openai:gpt-4.1-mini", 1_000_000, 1_000_000, 0, prices) == pytest.approx(0.25)
-    with pytest.raises(ModelSpecError, match="'my-model'.*--price MODEL=IN,OUT"):
+    with pytest.raises(ModelSpecError, match=r"'my-model'.*prices=\{'MODEL': \[IN, OUT\]\}") as caught:
         price_call("my-model", 1, 0, 1, {"my-model": {"in": 1}})
+    assert "--price MODEL=IN,OUT" in caught.value.for_cli()  # the command line names its option
 
 
 @pytest.mark.parametrize(
@@ -123,10 +129,13 @@ def test_local_models_are_free_by_declaration():
 
 def test_a_usd_budget_needs_every_price_before_any_call():
     budget = Budget(max_usd=5)
-    with pytest.raises(
-        ModelSpecError, match=r"optimizer model 'remote-x'.*--price remote-x=IN,OUT.*--max-tokens.*none"
-    ):
+    with pytest.raises(ModelSpecError) as caught:
         require_prices({"agent": "gpt-4.1-mini", "optimizer": "remote-x"}, budget)
+    python, cli = str(caught.value), caught.value.for_cli()
+    assert "optimizer model 'remote-x'" in python and "--" not in python
+    for fix in ("budget=Budget(max_usd=5)", "prices={'remote-x': [IN, OUT]}", "budget=Budget(max_tokens=N)"):
+        assert fix in python
+    assert re.search(r"--budget-usd 5 .*--price remote-x=IN,OUT.*--max-tokens N.*--budget-usd none", cli)
     require_prices({"agent": "remote-x"}, budget, {"remote-x": [1.0, 2.0]})
     require_prices({"agent": "remote-x@http://localhost:8000/v1"}, budget)
     require_prices({"agent": "remote-x"}, Budget(max_tokens=1000))

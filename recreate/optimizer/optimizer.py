@@ -11,10 +11,11 @@ cached reflections and the report. `optimize(..., run_id=ID)` on an existing run
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import threading
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -25,6 +26,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from recreate.config import load_settings
 from recreate.domains.base import Domain, Task
+from recreate.errors import Arg, ArgumentError
 from recreate.evaluation.errors import RunHalted
 from recreate.experience.schema import Trajectory
 from recreate.models import (
@@ -36,31 +38,13 @@ from recreate.models import (
     require_prices,
 )
 from recreate.optimizer.loop import EvolveConfig, EvolveLoop, test_tasks
+from recreate.runs import EvolveResult, final_model, result_from_state
 from recreate.sandbox import resolve_sandbox
 from recreate.scaffold import Scaffold, ScaffoldStore, load_scaffold
 
 
-class EvolveError(ValueError):
+class EvolveError(ArgumentError):
     """A run that cannot start as asked (bad sets, unknown run id); the message names the fix."""
-
-
-@dataclass
-class EvolveResult:
-    run_id: str
-    run_dir: Path
-    final: str | None  # "name@vN" of the last accepted version
-    history: list[dict[str, Any]] = field(default_factory=list)  # one entry per version (v0, candidates)
-    results: list[dict[str, Any]] = field(default_factory=list)  # one per (round, training task)
-    stopped: str | None = None  # why the run stopped early (budget, a failed endpoint), None when finished
-    models: list[dict[str, Any]] = field(default_factory=list)  # one per fine-tuning step (--finetune-every)
-    final_model: str | None = None  # the accepted policy version, when the loop fine-tunes
-    test: dict[str, Any] | None = None  # the final test: seed pair vs final pair (see optimizer.final_test)
-    proposals: list[dict[str, Any]] = field(default_factory=list)  # every reflection, transcript included
-    usage: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def finished(self) -> bool:
-        return self.stopped is None
 
 
 class ReCreateOptimizer:
@@ -78,10 +62,13 @@ class ReCreateOptimizer:
         agent_options: dict[str, Any] | None = None,
         prices: dict[str, Any] | None = None,
         finetune: Any = None,
+        agent_spec: str | None = None,
     ):
         """`agent_options`: passed to every domain agent (`build_domain_agent`): action_format,
         temperature, max_tokens, logprobs. `finetune`: a `recreate.finetune.FinetuneStep`; the agents
-        then sample from its served policy, whose version changes as the loop fine-tunes it."""
+        then sample from its served policy, whose version changes as the loop fine-tunes it.
+        `agent_spec`: how to reach the agent model again after the run, when `agent_model` is a server
+        started for it (`local`); the result's `model` (default: `agent_model` as a spec)."""
         self.settings = load_settings(home=home)
         self.settings.prices = {**self.settings.prices, **(prices or {})}
         price_overrides(self.settings.prices)  # a malformed price fails here, not in the middle of the run
@@ -92,6 +79,7 @@ class ReCreateOptimizer:
         self.budget = budget
         self.optimizer_model, self.agent_model = optimizer_model, agent_model
         self.agent_options = agent_options or {}
+        self.agent_spec = agent_spec or _model_spec(agent_model)
         self.finetune = finetune
         self.sandbox = resolve_sandbox(sandbox)
         self._own_experience = experience is None  # closed after each run (a caller closes its own)
@@ -130,7 +118,8 @@ class ReCreateOptimizer:
         if overlap and not allow_train_as_val:
             raise EvolveError(
                 f"{len(overlap)} validation task(s) are also training tasks (e.g. {sorted(overlap)[0]}); "
-                "use held-out tasks, or pass allow_train_as_val=True / --allow-train-as-val to insist"
+                "use held-out tasks, or pass {allow} to insist",
+                allow=Arg("allow_train_as_val", "True"),
             )
         run_id = run_id or f"evolve-{uuid.uuid4().hex[:8]}"
         run_dir = self.settings.home / "runs" / run_id
@@ -149,6 +138,7 @@ class ReCreateOptimizer:
             if self.finetune
             else _model_spec(self.agent_model, port=False),
             "optimizer_model": _model_spec(self.optimizer_model, port=False),
+            "agent_spec": self.agent_spec,
             "evolve": _jsonable(self.config),
             **({"finetune": _jsonable(self.finetune.settings)} if self.finetune else {}),
             "train": [t.id for t in trainset],
@@ -160,7 +150,8 @@ class ReCreateOptimizer:
             if differing:
                 raise EvolveError(
                     f"run {run_id!r} was started with another config ({', '.join(differing)} differ): "
-                    "resume it with the same options, or pass --force (force=True) to go on with these"
+                    "resume it with the same options, or pass {force} to go on with these",
+                    force=Arg("force", "True"),
                 )
         ledger = UsageLedger(run_dir / "ledger.jsonl", budget=self.budget, prices=self.settings.prices)
         loop = EvolveLoop(
@@ -269,27 +260,29 @@ class ReCreateOptimizer:
             graph.checkpointer.conn.close()
             if self._own_experience:  # else its Chroma client stays for the life of the process
                 self.experience.close()  # (it reopens on next use)
-        result = EvolveResult(
+        result = result_from_state(
+            state,
             run_id=cfg["configurable"]["thread_id"],
             run_dir=loop.run_dir,
-            final=state.get("current"),
-            history=state.get("history", []),
-            results=[
-                {k: v for k, v in r.items() if k != "proposal"} | _proposal_brief(r)
-                for r in state.get("results", [])
-            ],
             stopped=stopped,
             usage=ledger.by_role(),
-            models=state.get("models", []),
-            final_model=state.get("model"),
-            test=state.get("test"),
-            proposals=[
-                {"round": r["round"] + 1, "task_id": r["task_id"]} | r["proposal"]
-                for r in state.get("results", [])
-                if r.get("proposal")
-            ],
+            config=json.loads((loop.run_dir / "config.json").read_text(encoding="utf-8")),
         )
-        (loop.run_dir / "result.json").write_text(json.dumps(_jsonable(result), indent=1), encoding="utf-8")
+        return self._finish(result)
+
+    def _finish(self, result: EvolveResult) -> EvolveResult:
+        """What a run leaves besides its state, also when it stopped early: the report, the final
+        version as a scaffold directory (and as an object on the result), the final model's spec and
+        weights, and result.json (written last)."""
+        from recreate.optimizer.report import write_report
+
+        result.report = write_report(result, result.run_dir / "report")
+        if result.final:
+            result.scaffold_dir = export_scaffold(self.scaffolds, result.final, result.run_dir / "scaffold")
+            result.scaffold = self.scaffolds.load(result.final)
+        result.model, result.weights = final_model(result.run_dir, result.config, result.final_model)
+        path = result.run_dir / "result.json"
+        path.write_text(json.dumps(result.to_json(), indent=1), encoding="utf-8")
         return result
 
     def as_graph(self, *, checkpointer: Any = None, **build_kwargs: Any) -> CompiledStateGraph:
@@ -299,7 +292,10 @@ class ReCreateOptimizer:
 
 
 # limits a resumed run may change (a run stopped by its budget is resumed with a larger one)
-_RESUMABLE_KEYS = frozenset({"evolve.max_rollouts", "evolve.max_wall_s", "evolve.max_concurrency"})
+# and how the agent model is reached (a user's server may come back on another port)
+_RESUMABLE_KEYS = frozenset(
+    {"evolve.max_rollouts", "evolve.max_wall_s", "evolve.max_concurrency", "agent_spec"}
+)
 # keys newer than some runs' config.json: such a run resumes with today's values for them
 _ADDED_KEYS = frozenset({"test", "evolve.optimizer_protocol", "evolve.test_seeds", "finetune.val_seeds"})
 
@@ -337,16 +333,15 @@ def _model_spec(model: str | BaseChatModel, *, port: bool = True) -> str:
     return f"{name}@{url}" if url else str(name)
 
 
-def _proposal_brief(result: dict[str, Any]) -> dict[str, Any]:
-    p = result.get("proposal") or {}
-    errors = p.get("errors") or []
-    return {
-        "proposal_status": p.get("status"),
-        "cause": p.get("cause"),
-        "n_ops": len(p.get("ops", [])),
-        "diagnosis": p.get("diagnosis", ""),
-        "proposal_error": errors[-1] if errors else None,
-    }
+def export_scaffold(store: ScaffoldStore, ref: str, dest: Path) -> Path:
+    """The version `ref` as a scaffold directory at `dest`, replacing what an earlier attempt of the run
+    wrote there (a run stopped by its budget, then resumed)."""
+    fresh = dest.with_name(f".{dest.name}.new")
+    shutil.rmtree(fresh, ignore_errors=True)
+    store.export(ref, fresh)
+    shutil.rmtree(dest, ignore_errors=True)
+    fresh.rename(dest)
+    return dest
 
 
 def _experience(settings: Any) -> Any:

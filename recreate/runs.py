@@ -1,0 +1,211 @@
+"""An evolve run as a Python object: what `optimize()` returns and what `load_run()` reads back.
+
+    run = load_run("first")                  # a run id under RECREATE_HOME, or a run directory
+    run.scaffold, run.model, run.test        # the final Scaffold, its model spec, the final test
+    agent = create_domain_agent(run.scaffold, model=run.model)
+
+A run directory holds `config.json` (what was asked), `checkpoints.sqlite` (the loop's LangGraph state:
+the truth, also for a run killed half-way), `ledger.jsonl` (usage), `result.json`, `report/` and
+`scaffold/` (the final version, exported) once `optimize()` returned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from recreate.errors import Arg, ArgumentError
+from recreate.scaffold import Scaffold
+
+UNFINISHED = "unfinished: the run stopped before its end (run it again with the same run_id to resume)"
+
+
+class RunNotFound(ArgumentError):
+    """No run by that id or at that path."""
+
+
+@dataclass
+class EvolveResult:
+    run_id: str
+    run_dir: Path
+    final: str | None  # "name@vN" of the last accepted version
+    history: list[dict[str, Any]] = field(default_factory=list)  # one entry per version (v0, candidates)
+    results: list[dict[str, Any]] = field(default_factory=list)  # one per (round, training task)
+    stopped: str | None = None  # why the run stopped early (budget, a failed endpoint), None when finished
+    models: list[dict[str, Any]] = field(default_factory=list)  # one per fine-tuning step (--finetune-every)
+    final_model: str | None = None  # the accepted policy version, when the loop fine-tunes
+    test: dict[str, Any] | None = None  # the final test: seed pair vs final pair (see optimizer.final_test)
+    proposals: list[dict[str, Any]] = field(default_factory=list)  # every reflection, transcript included
+    usage: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)  # the run's config.json
+    report: Path | None = None  # report/report.html
+    scaffold_dir: Path | None = None  # the final version, exported: a scaffold directory
+    model: str | None = None  # the final agent model, as `create_domain_agent(model=...)` takes it
+    weights: Path | None = None  # the final model's HF directory, when the run fine-tuned one
+    scaffold: Scaffold | None = field(default=None, repr=False, compare=False)  # the final version
+
+    @property
+    def finished(self) -> bool:
+        return self.stopped is None
+
+    @property
+    def rounds(self) -> list[dict[str, Any]]:
+        """Per round: its number (from 1), its training runs with their proposals, and its gate (the
+        candidate's history entry: accepted or not, why, the scores)."""
+        gates = {h["round"]: h for h in self.history if h.get("round")}
+        numbers = sorted(gates.keys() | {r["round"] + 1 for r in self.results})
+        return [
+            {
+                "round": n,
+                "tasks": [r for r in self.results if r["round"] + 1 == n],
+                "gate": gates.get(n),
+            }
+            for n in numbers
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        """What result.json holds: everything but the Scaffold object (the scaffold directory has it)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "scaffold"}
+        return json.loads(json.dumps(data, default=str))
+
+
+def result_from_state(
+    state: dict[str, Any],
+    *,
+    run_id: str,
+    run_dir: Path,
+    stopped: str | None,
+    usage: dict[str, Any],
+    config: dict[str, Any],
+) -> EvolveResult:
+    """The result of a run from the loop's state (its last checkpoint)."""
+    results = state.get("results", [])
+    return EvolveResult(
+        run_id=run_id,
+        run_dir=run_dir,
+        final=state.get("current"),
+        history=state.get("history", []),
+        results=[{k: v for k, v in r.items() if k != "proposal"} | _proposal_brief(r) for r in results],
+        stopped=stopped,
+        usage=usage,
+        models=state.get("models", []),
+        final_model=state.get("model"),
+        test=state.get("test"),
+        proposals=[
+            {"round": r["round"] + 1, "task_id": r["task_id"]} | r["proposal"]
+            for r in results
+            if r.get("proposal")
+        ],
+        config=config,
+    )
+
+
+def final_model(run_dir: Path, config: dict[str, Any], version: str | None) -> tuple[str | None, Path | None]:
+    """(model spec, HF weights) of a run's final agent model: `local:GGUF` and its HF directory when the
+    run fine-tuned the local model and accepted a version, else the model the run was started with."""
+    if "finetune" not in config:
+        return config.get("agent_spec") or config.get("agent_model"), None
+    versions = run_dir / "policy" / "versions.json"
+    rows = json.loads(versions.read_text(encoding="utf-8")) if versions.is_file() else []
+    row = next((r for r in rows if r["name"] == version), None)
+    if row is None or not row["index"] or not row.get("gguf"):
+        return "local", None  # the base model: the embedded one
+    return f"local:{row['gguf']}", Path(row["hf_dir"])
+
+
+def checkpoint_state(run_dir: Path, run_id: str) -> dict[str, Any]:
+    """The loop's state at its last checkpoint ({} when the run has none)."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path = run_dir / "checkpoints.sqlite"
+    if not path.is_file():
+        return {}
+    with contextlib.closing(sqlite3.connect(path, check_same_thread=False)) as conn:
+        found = SqliteSaver(conn).get_tuple({"configurable": {"thread_id": run_id}})
+    return dict(found.checkpoint["channel_values"]) if found else {}
+
+
+def find_run(run: str | Path, home: str | Path | None = None) -> Path:
+    """A run directory: `run` as a path holding a config.json, else a run id under `home`/runs."""
+    from recreate.config import load_settings
+
+    path = Path(run).expanduser()
+    if (path / "config.json").is_file():
+        return path.absolute()
+    runs = load_settings(home=home).home / "runs"
+    if (runs / str(run) / "config.json").is_file():
+        return runs / str(run)
+    known = sorted(p.parent.name for p in runs.glob("*/config.json"))
+    hint = f" (runs there: {', '.join(known[:5])}{', ...' if len(known) > 5 else ''})" if known else ""
+    raise RunNotFound(
+        f"no run {str(run)!r}: neither a run directory nor a run under {runs}{hint}; pass {{run}} as a "
+        "run id or a run directory, and {home} if the run is in another home",
+        run=Arg("run_id_or_path", cli="RUN"),
+        home=Arg("home", "'DIR'", "DIR"),
+    )
+
+
+def load_run(run_id_or_path: str | Path, *, home: str | Path | None = None) -> EvolveResult:
+    """A finished or partial evolve run, read back: its config, rounds, final scaffold (object and
+    directory), final model spec and weights, final test, usage and report. Nothing is written."""
+    from recreate.models import UsageLedger
+
+    run_dir = find_run(run_id_or_path, home)
+    config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+    run_id = config.get("run_id", run_dir.name)
+    saved_file = run_dir / "result.json"
+    saved = json.loads(saved_file.read_text(encoding="utf-8")) if saved_file.is_file() else {}
+    state = checkpoint_state(run_dir, run_id)
+    stopped = None if state.get("final") else (saved.get("stopped") or UNFINISHED)
+    usage = UsageLedger(run_dir / "ledger.jsonl").by_role()
+    if state:
+        result = result_from_state(
+            state, run_id=run_id, run_dir=run_dir, stopped=stopped, usage=usage, config=config
+        )
+    elif saved:  # a run without checkpoints (checkpointer=None): its result.json
+        known = EvolveResult.__dataclass_fields__.keys() - {"scaffold", "run_dir", "config", "usage"}
+        result = EvolveResult(
+            run_dir=run_dir, config=config, usage=usage, **{k: saved[k] for k in known if k in saved}
+        )
+    else:
+        result = EvolveResult(run_id=run_id, run_dir=run_dir, final=None, stopped=UNFINISHED, config=config)
+    report = run_dir / "report" / "report.html"
+    result.report = report if report.is_file() else None
+    exported = run_dir / "scaffold"
+    result.scaffold_dir = exported if (exported / "scaffold.yaml").is_file() else None
+    result.scaffold = _final_scaffold(result, home if home is not None else _home_of(run_dir))
+    result.model, result.weights = final_model(run_dir, config, result.final_model)
+    return result
+
+
+def _home_of(run_dir: Path) -> Path | None:
+    """The home a run directory lives in (HOME/runs/ID), else None (the configured home)."""
+    return run_dir.parent.parent if run_dir.parent.name == "runs" else None
+
+
+def _final_scaffold(result: EvolveResult, home: str | Path | None) -> Scaffold | None:
+    """The final version from the home's scaffold store (with its ref), else from the exported copy."""
+    from recreate.config import load_settings
+    from recreate.scaffold import ScaffoldStore, load_scaffold
+
+    if not result.final:
+        return None
+    with contextlib.suppress(Exception):  # a store without it (a run directory copied elsewhere)
+        return ScaffoldStore(load_settings(home=home).home / "scaffolds").load(result.final)
+    return load_scaffold(result.scaffold_dir) if result.scaffold_dir else None
+
+
+def _proposal_brief(result: dict[str, Any]) -> dict[str, Any]:
+    p = result.get("proposal") or {}
+    errors = p.get("errors") or []
+    return {
+        "proposal_status": p.get("status"),
+        "cause": p.get("cause"),
+        "n_ops": len(p.get("ops", [])),
+        "diagnosis": p.get("diagnosis", ""),
+        "proposal_error": errors[-1] if errors else None,
+    }
