@@ -80,5 +80,7 @@ def main() -> None:
 
 
 def _one_line(exc: Exception) -> str:
-    text = str(exc).strip() or type(exc).__name__
+    from recreate.errors import cli_message  # an error naming Python arguments names our options here
+
+    text = cli_message(exc).strip() or type(exc).__name__
     return " ".join(text.split())

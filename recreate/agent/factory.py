@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,7 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.graph.state import CompiledStateGraph
 
 from recreate.agent.graph import DomainAgent
+from recreate.agent.local import LocalAgent, is_local_spec
 from recreate.config import load_settings
 from recreate.local.vllm import served_model, with_token_logprobs
 from recreate.models import UsageLedger, make_chat_model, parse_spec
@@ -117,7 +119,7 @@ def create_domain_agent(
     store: Any = None,
     tool_messages: bool = False,
     **options: Any,
-) -> CompiledStateGraph:
+) -> CompiledStateGraph | LocalAgent:
     """A compiled LangGraph graph that runs the scaffold's agent on `{"task": ...}` (or on the last
     human message of `messages`) and returns `messages` with its answer appended as one AIMessage named
     after the scaffold, plus `submission`, `exit_status` and `trajectory_id`. Its prompts and steps stay
@@ -130,6 +132,14 @@ def create_domain_agent(
     No checkpointer by default, so the graph inherits its parent's when used as a node or subgraph.
     `options`: sandbox_spec, action_format ("tool_calls" | "text"), ledger, trajectory_dir, record,
     logprobs, temperature, max_tokens, extra_body, domain (see `build_domain_agent`).
+    `model="local"` (the embedded model) or `"local:PATH"` (a .gguf file or HF directory) returns a
+    context manager instead, which serves the model while its block runs and gives the graph (see
+    `recreate.agent.local`): `with create_domain_agent(scaffold, model="local") as agent: ...`
     """
+    if is_local_spec(model):
+        build = functools.partial(
+            create_domain_agent, scaffold, sandbox=sandbox, name=name, checkpointer=checkpointer, store=store
+        )
+        return LocalAgent(str(model), build, options)
     agent = build_domain_agent(scaffold, model=model, sandbox=sandbox, **options)
     return agent.compile(name=name, checkpointer=checkpointer, store=store, tool_messages=tool_messages)

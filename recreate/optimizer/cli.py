@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import shutil
 import signal
 import sys
 import tempfile
@@ -14,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
 import typer
 
 from recreate.config import load_settings
@@ -22,39 +19,14 @@ from recreate.console import make_console
 from recreate.local import LOCAL_SPEC
 from recreate.optimizer.plan import print_plan
 from recreate.optimizer.protocol import PROTOCOLS
+from recreate.optimizer.run import agent_model_spec, not_local
 from recreate.optimizer.summary import print_summary
 
 if TYPE_CHECKING:
     from recreate.finetune.evolve_step import FinetuneSettings
-    from recreate.scaffold import ScaffoldStore
 
 ABLATIONS = ("no-trajectory", "no-environment", "no-eval-details", "no-guidance")
-LOCAL_NOTICE = (
-    "{why}: running the embedded {name} on this machine (llama.cpp) for the {roles}. "
-    "A 135M model: expect format errors and few accepted edits; set OPENAI_API_KEY / OPENAI_BASE_URL or "
-    "pass --model / --optimizer-model for real gains."
-)
 console = make_console()
-
-
-class EndpointMissing(RuntimeError):
-    pass
-
-
-def agent_model_spec(spec: str | None, base_url: str | None) -> str:
-    """The agent model: --model, RECREATE_MODEL, the first model a configured server serves, OpenAI's
-    when its key is set, else the embedded local model (`local`)."""
-    if spec:
-        return spec
-    if base_url:
-        try:
-            served = httpx.get(f"{base_url.rstrip('/')}/models", timeout=5).json()["data"]
-            return served[0]["id"]
-        except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
-            raise EndpointMissing(f"{base_url} lists no model ({type(exc).__name__}); pass --model") from exc
-    if os.environ.get("OPENAI_API_KEY"):
-        return "openai:gpt-4.1-mini"
-    return LOCAL_SPEC
 
 
 def parse_budget_usd(value: str | None) -> float | None:
@@ -164,8 +136,8 @@ def evolve_command(
     from recreate.domains import get_domain
     from recreate.evaluation.preflight import preflight
     from recreate.models import Budget, check_endpoint, price_overrides, require_prices
-    from recreate.optimizer import Ablations, EvolveConfig, ReCreateOptimizer
-    from recreate.optimizer.report import write_report
+    from recreate.optimizer import Ablations, EvolveConfig
+    from recreate.optimizer.run import optimize
     from recreate.scaffold import load_scaffold
 
     if optimizer_protocol not in PROTOCOLS:
@@ -219,7 +191,7 @@ def evolve_command(
     agent = agent_model_spec(model or settings.model, settings.base_url)
     optimizer = optimizer_model or settings.optimizer_model or agent
     if finetune and agent != LOCAL_SPEC:
-        raise _not_local(agent)
+        raise not_local(agent)
     budget = Budget(max_usd=usd, max_tokens=max_tokens)
     price_overrides(prices)  # a malformed price (recreate.toml, --price) is said before anything starts
     require_prices({"agent": agent, "optimizer": optimizer}, budget, prices, settings.base_url)
@@ -231,49 +203,17 @@ def evolve_command(
     run_id = resume or run_id or f"evolve-{uuid.uuid4().hex[:8]}"
     if resume:
         console.print(f"resuming run {run_id}: its finished work is kept")
-    run_dir = settings.home / "runs" / run_id
-    started_fresh = not run_dir.exists()
-    try:
-        with contextlib.ExitStack() as stack:
-            stack.enter_context(_progress_lines())
-            stack.enter_context(_interrupts_said(run_dir))
-            models: dict[str, Any] = {"agent_model": agent, "optimizer_model": optimizer, "agent_options": {}}
-            why = _why_local(model, optimizer_model, settings.model, settings.optimizer_model)
-            if finetune:
-                models = _finetuned_models(
-                    stack, run_dir, settings.home, optimizer, concurrency, finetune, why
-                )
-            elif LOCAL_SPEC in (agent, optimizer):
-                models = _local_models(stack, settings.home, agent, optimizer, why)
-            opt = ReCreateOptimizer(
-                **models,
-                budget=budget,
-                sandbox=sandbox or settings.sandbox,
-                max_concurrency=concurrency,
-                home=settings.home,
-                config=cfg,
-                prices=prices,
-            )
-            result = opt.optimize(
-                seed=seed_scaffold,
-                domain=dom,
-                trainset=train,
-                valset=val,
-                run_id=run_id,
-                allow_train_as_val=allow_train_as_val,
-                force=force,
-            )
-    except BaseException:
-        if started_fresh and not (run_dir / "config.json").is_file():  # nothing to resume: leave no orphan
-            shutil.rmtree(run_dir, ignore_errors=True)
-        raise
-    report = write_report(result, result.run_dir / "report")
-    if result.final:
-        _export_final(opt.scaffolds, result.final, result.run_dir / "scaffold")
-    tuned = models.get("finetune")
-    final = tuned.policy.current if tuned is not None else None
-    weights = (final.hf_dir, final.gguf) if final is not None and final.index > 0 and final.gguf else None
-    print_summary(console, result, report, weights)
+    with _progress_lines(), _interrupts_said(settings.home / "runs" / run_id):
+        result = optimize(
+            seed_scaffold, dom, model=agent, optimizer_model=optimizer, trainset=train, valset=val,
+            config=cfg, budget=budget, prices=prices, sandbox=sandbox, home=settings.home, run_id=run_id,
+            allow_train_as_val=allow_train_as_val, force=force, finetune=finetune, log=console.print,
+            why_local=_why_local(model, optimizer_model, settings.model, settings.optimizer_model),
+        )  # fmt: skip
+    weights = None
+    if result.weights is not None and result.model:
+        weights = (result.weights, Path(result.model.removeprefix(f"{LOCAL_SPEC}:")))
+    print_summary(console, result, result.report, weights)
     if result.stopped:
         console.print(f"[yellow]stopped: {result.stopped}[/]; resume with --resume {result.run_id}")
         raise typer.Exit(3)
@@ -292,7 +232,7 @@ def _finetune_settings(
             param_hint=["--finetune-every"],
         )
     if asked_model and asked_model != LOCAL_SPEC:
-        raise _not_local(asked_model)
+        raise not_local(asked_model)
     from recreate.finetune.evolve_step import FinetuneSettings, train_config
     from tapo_backend.config import ConfigError
 
@@ -302,14 +242,6 @@ def _finetune_settings(
     except ConfigError as exc:
         raise typer.BadParameter(str(exc), param_hint=["--finetune-algo"]) from exc
     return settings
-
-
-def _not_local(agent: str) -> typer.BadParameter:
-    return typer.BadParameter(
-        f"fine-tuning in the loop trains the local model, not {agent!r}: use --model local, or "
-        "`recreate finetune --run RUN` on a run's logs",
-        param_hint=["--finetune-every"],
-    )
 
 
 @contextlib.contextmanager
@@ -346,16 +278,6 @@ def _check_writable(home: Path) -> None:
         ) from exc
 
 
-def _export_final(store: ScaffoldStore, ref: str, dest: Path) -> None:
-    """The run's final scaffold in `dest`, replacing what an earlier attempt of the run wrote there (a
-    run stopped by its budget, then resumed)."""
-    fresh = dest.with_name(f".{dest.name}.new")
-    shutil.rmtree(fresh, ignore_errors=True)
-    store.export(ref, fresh)
-    shutil.rmtree(dest, ignore_errors=True)
-    fresh.rename(dest)
-
-
 @contextlib.contextmanager
 def _progress_lines() -> Iterator[None]:
     """The loop's progress (`recreate.progress`), a timed line per stage, on this command's console;
@@ -384,48 +306,3 @@ def _progress_lines() -> Iterator[None]:
 def _why_local(*asked: str | None) -> str:
     """Why the embedded model runs: the user named it, or nothing else is configured."""
     return f"--model {LOCAL_SPEC}" if LOCAL_SPEC in asked else "no model endpoint configured"
-
-
-def _local_models(
-    stack: contextlib.ExitStack, home: Path, agent: str, optimizer: str, why: str
-) -> dict[str, Any]:
-    """Serve the embedded model for the roles that asked for `local` (for the run's duration)."""
-    from recreate.local import EMBEDDED_NAME, local_agent_options, local_chat_model, local_endpoint
-
-    roles = " and ".join(r for r, spec in (("agent", agent), ("optimizer", optimizer)) if spec == LOCAL_SPEC)
-    console.print(LOCAL_NOTICE.format(why=why, name=EMBEDDED_NAME, roles=roles))
-    server = stack.enter_context(local_endpoint(home, log=console.print))
-    return {
-        "agent_model": server.spec if agent == LOCAL_SPEC else agent,
-        "agent_options": local_agent_options(server) if agent == LOCAL_SPEC else {},
-        "optimizer_model": local_chat_model(server, "optimizer") if optimizer == LOCAL_SPEC else optimizer,
-    }
-
-
-def _finetuned_models(
-    stack: contextlib.ExitStack, run_dir: Path, home: Path, optimizer: str, concurrency: int,
-    settings: FinetuneSettings, why: str,
-) -> dict[str, Any]:  # fmt: skip
-    """The agent samples from the run's served policy (f32 weights, the trainer's own); the optimizer
-    from its endpoint, or the embedded model served beside it."""
-    from recreate.finetune import FinetuneStep, ServedPolicy
-    from recreate.local import EMBEDDED_NAME, local_agent_options, local_chat_model, local_endpoint
-
-    if optimizer == LOCAL_SPEC:
-        console.print(LOCAL_NOTICE.format(why=why, name=EMBEDDED_NAME, roles="agent and optimizer"))
-    policy = stack.enter_context(ServedPolicy(home, run_dir / "policy", parallel=concurrency))
-    console.print(
-        f"fine-tuning every {settings.every} round(s): the agent samples from {policy.current.name} "
-        f"({policy.server.info.base_url})"
-    )
-    if optimizer == LOCAL_SPEC:
-        server = stack.enter_context(local_endpoint(home, log=console.print))
-        optimizer_model: Any = local_chat_model(server, "optimizer")
-    else:
-        optimizer_model = optimizer
-    return {
-        "agent_model": policy.server.info.spec,
-        "agent_options": local_agent_options(policy.server.info),
-        "optimizer_model": optimizer_model,
-        "finetune": FinetuneStep(policy, settings),
-    }
