@@ -1,0 +1,188 @@
+"""The run page tells both halves of the story (scaffold versions, model versions, their gates, the
+pairs), report.html shows the same numbers, every link of the app resolves, and what each trajectory
+was (split, model version, reward, token log-probabilities) is on its page."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections import deque
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import urljoin, urlsplit
+
+import pytest
+from starlette.testclient import TestClient
+
+from recreate.optimizer.optimizer import EvolveResult
+from recreate.optimizer.report import write_report
+from recreate.ui import create_app
+from tests.ui.conftest import CANDIDATE, DIR_ID, EVAL_ID, XSS_ID, UiHome
+
+MAX_PAGES = 800
+COMPARED = (
+    "best-score",
+    "final-scaffold",
+    "final-model",
+    "scaffold-gates",
+    "model-gates",
+    "pair-grid",
+    "usage",
+)
+
+
+@pytest.fixture(scope="module")
+def client(ui_home: UiHome) -> Iterator[TestClient]:
+    app = create_app(ui_home.path, embedding="hash")
+    with TestClient(app, base_url="http://127.0.0.1:8765") as client:  # its lifespan closes the store
+        yield client
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for name, value in attrs:
+            if value and (tag, name) in {
+                ("a", "href"),
+                ("link", "href"),
+                ("script", "src"),
+            }:
+                self.links.append(value)
+
+
+def test_every_link_resolves(client: TestClient) -> None:
+    """A crawler from the runs page: every link to this server, followed once, answers 200."""
+    seen, queue, broken = {"/"}, deque(["/"]), []
+    while queue and len(seen) < MAX_PAGES:
+        url = queue.popleft()
+        reply = client.get(url)
+        if reply.status_code != 200:
+            broken.append((url, reply.status_code))
+            continue
+        if "text/html" not in reply.headers.get("content-type", ""):
+            continue
+        parser = _Links()
+        parser.feed(reply.text)
+        for link in parser.links:
+            target = urlsplit(urljoin(f"http://127.0.0.1:8765{url}", link))
+            if target.netloc != "127.0.0.1:8765" or target.scheme not in ("http", ""):
+                continue
+            path = target.path + (f"?{target.query}" if target.query else "")
+            if path not in seen:
+                seen.add(path)
+                queue.append(path)
+    assert not broken, broken
+    assert len(seen) > 30 and any(p.startswith("/training/runs/") for p in seen)
+
+
+def test_the_run_page_names_each_model_version_and_its_gate(client: TestClient, ui_home: UiHome) -> None:
+    page = html.unescape(client.get(f"/runs/{ui_home.run_id}").text)
+    doc = json.loads((ui_home.path / "runs" / ui_home.run_id / "result.json").read_text())
+    step = doc["models"][0]
+    models = _table(page, "model-gates")
+    assert CANDIDATE in models and step["scaffold"] in models
+    assert ("accepted" if step["accepted"] else "rejected") in models
+    gate = step["gate"]
+    assert (
+        f"[{gate['low']:+.3f}, {gate['high']:+.3f}]" in models
+        and f"{gate['n']} ({gate['tasks']} tasks)" in models
+    )
+    assert f"{gate['wins']} / {gate['losses']}" in models
+    if ui_home.training:
+        assert f'href="/training/{ui_home.training}"' in page and "loss " in models
+    grid = _table(page, "pair-grid")
+    assert CANDIDATE in grid and "scripted" in grid and "model gate, round 2" in grid and "seed" in grid
+    assert "scaffold gate, round 1" in grid and "validation of v0" in grid
+    assert "minimal@v3" in _table(page, "scaffold-gates")  # the rejected scaffold candidate too
+
+
+def test_the_runs_list_shows_the_best_kept_pair(client: TestClient, ui_home: UiHome) -> None:
+    runs = html.unescape(client.get("/").text)
+    row = runs[runs.index('<tr class="run evolve">') :].split("</tr>")[0]
+    assert "1.000" in row and "minimal@v2 ×" in row  # v2 scored 1.000 at its gate (the words domain)
+
+
+def test_training_lists_the_fine_tuning_steps_of_runs(client: TestClient, ui_home: UiHome) -> None:
+    if not ui_home.training:
+        pytest.skip("the train extra is not installed: no fine-tuning step in the fixture home")
+    page = client.get("/training").text
+    assert f'href="/training/{ui_home.training}"' in page and "fine-tuning step after round 2" in page
+    charts = client.get(f"/training/{ui_home.training}").text
+    assert charts.count('<img class="chart"') >= 6 and "data:image/svg+xml;base64," in charts
+
+
+def test_report_html_shows_the_numbers_of_the_run_page(client: TestClient, ui_home: UiHome, tmp_path) -> None:
+    run_dir = ui_home.path / "runs" / ui_home.run_id
+    doc = json.loads((run_dir / "result.json").read_text())
+    result = EvolveResult(**(doc | {"run_dir": run_dir}))
+    report = write_report(result, tmp_path / "report").read_text()
+    page = client.get(f"/runs/{ui_home.run_id}").text
+    for name in COMPARED:  # the same text (a link on the page is its text in the report), numbers in it
+        assert _text(_table(report, name)) == _text(_table(page, name)), name
+        assert re.search(r"\d\.\d{3}", _text(_table(page, name))) or name.startswith("final"), name
+
+
+def test_a_trajectory_says_its_split_model_version_reward_and_token_logprobs(client, ui_home) -> None:
+    page = client.get(f"/trajectories/{XSS_ID}").text
+    assert 'class="model">unknown<' in page and 'class="reward">0.00<' in page
+    heat = re.findall(r'<span class="tok (p\d)" title="token (\d+) · log-prob (-?[\d.]+)', page)
+    assert heat == [
+        ("p0", "11", "-0.010"),
+        ("p1", "12", "-0.300"),
+        ("p3", "13", "-2.500"),
+        ("p5", "14", "-7.000"),
+    ]
+    config = json.loads((ui_home.path / "runs" / ui_home.run_id / "config.json").read_text())
+    for split in ("train", "val"):
+        rows = _text(
+            _table(
+                client.get(f"/experience?task_id={config[split][0]}&run_id={ui_home.run_id}").text,
+                "trajectories",
+            )
+        )
+        assert f"{config[split][0]} {split} minimal@" in rows and " scripted " in rows, rows
+
+
+def test_a_run_of_a_directory_scaffold_links_to_no_version(client) -> None:
+    page = client.get(f"/trajectories/{DIR_ID}").text
+    assert "/versions/" not in page and "from a directory" in page
+    assert f'href="/evals/{EVAL_ID}"' in page and "@None" not in client.get("/experience").text
+
+
+def test_semantic_search_applies_every_filter(client, ui_home) -> None:
+    def hits(query: str) -> set[str]:
+        reply = client.get(f"/experience?q=word&k=50&{query}")
+        assert reply.status_code == 200, reply.text
+        return set(re.findall(r'href="/trajectories/([^"#]+)"', reply.text))
+
+    everything = hits("")
+    assert len(everything) > 3
+    assert hits(f"run_id={EVAL_ID}") == hits(f"run_id={EVAL_ID}") and hits(f"run_id={EVAL_ID}") < everything
+    assert not hits("run_id=no-such-run") and not hits("scaffold_version=v99") and not hits("model=nope")
+    assert hits("scaffold_version=v3") and hits("scaffold_version=v3") < everything
+    reply = client.get("/experience?q=word&scope=memory&run_id=x")
+    assert reply.status_code == 400 and "cannot filter by run_id" in html.unescape(reply.text)
+
+
+def _table(page: str, element_id: str) -> str:
+    """The element with that id: a table, or a <b>."""
+    start = page.index(f'id="{element_id}"')
+    tag = page[page.rindex("<", 0, start) + 1 : start].split()[0]
+    return page[start : page.index(f"</{tag}>", start)]
+
+
+def _text(element: str) -> str:
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", element)).split())
+
+
+def test_static_export_needs_no_server(tmp_path: Path, ui_home: UiHome) -> None:
+    run_dir = ui_home.path / "runs" / ui_home.run_id
+    doc = json.loads((run_dir / "result.json").read_text())
+    report = write_report(EvolveResult(**(doc | {"run_dir": run_dir})), tmp_path).read_text()
+    assert 'href="/' not in report and "<script" not in report and "<style>" in report
+    assert "the meta-agent's messages" in report  # reflections with their transcripts
