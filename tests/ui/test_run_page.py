@@ -55,10 +55,11 @@ class _Links(HTMLParser):
                 self.links.append(value)
 
 
-def test_every_link_resolves(client: TestClient) -> None:
-    """A crawler from the runs page: every link to this server, followed once, answers 200."""
+def crawl(client: TestClient, limit: int = MAX_PAGES) -> tuple[set[str], list[tuple[str, int]]]:
+    """From the runs page, every link to this server followed once (up to `limit` pages): (the pages
+    seen, those that did not answer 200)."""
     seen, queue, broken = {"/"}, deque(["/"]), []
-    while queue and len(seen) < MAX_PAGES:
+    while queue:
         url = queue.popleft()
         reply = client.get(url)
         if reply.status_code != 200:
@@ -73,9 +74,14 @@ def test_every_link_resolves(client: TestClient) -> None:
             if target.netloc != "127.0.0.1:8765" or target.scheme not in ("http", ""):
                 continue
             path = target.path + (f"?{target.query}" if target.query else "")
-            if path not in seen:
+            if path not in seen and len(seen) < limit:
                 seen.add(path)
                 queue.append(path)
+    return seen, broken
+
+
+def test_every_link_resolves(client: TestClient) -> None:
+    seen, broken = crawl(client)
     assert not broken, broken
     assert len(seen) > 30 and any(p.startswith("/training/runs/") for p in seen)
 
