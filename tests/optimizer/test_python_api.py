@@ -85,6 +85,9 @@ def test_load_run_reads_a_finished_run_back_by_id_or_directory(recreate_home, op
         assert loaded.scaffold.content_hash() == result.scaffold.content_hash()
         assert loaded.config["run_id"] == result.run_id and loaded.config["agent_spec"] == model
         assert loaded.rounds == result.rounds
+    # the README's way on: the loaded run's final scaffold and model as an agent (its lowercase rule)
+    agent = recreate.create_domain_agent(loaded.scaffold, model=loaded.model, sandbox="bwrap")
+    assert agent.invoke({"task": "Reply with the word: Kilo"})["submission"] == "kilo"
     moved = recreate_home.parent / "elsewhere" / "run"
     moved.parent.mkdir()
     result.run_dir.rename(moved)  # out of any home: the scaffold comes from the exported directory
