@@ -112,8 +112,11 @@ def plot(
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax in (left, right):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     for name, rows in curves.items():
         x = [r["iteration"] for r in rows]
         left.plot(x, [r["pass_at_1"] for r in rows], marker="o", label=name)

@@ -28,10 +28,10 @@ from recreate.local import LocalModel, LocalServer, ServerInfo, embedded_gguf, e
 from recreate.local.gguf_export import export_gguf, load_weights
 from recreate.local.server import free_port
 
-# Adam learning rate of a LoRA update of the policy (r 16, alpha 32). Measured with
-# benchmarks/closed_loop.py (2026-12-04, same seeds and settings): online TAPO took held-out pass@1 of
-# the embedded model from 0.27 to 0.85 / 0.94 / 1.00 after iterations 1 / 2 / 3 at 1e-4, and to 0.42 /
-# 0.48 / 0.54 (0.92 after 8) at 2e-5, the earlier default (a full-weight rate).
+# Adam learning rate of a LoRA update of the policy (r 16, alpha 32): a default, picked (2026-12-04) on
+# the held-out curve of an earlier closed-loop benchmark with TAPO only (two-term sums: held-out pass@1
+# 0.27 -> 0.85 / 0.94 / 1.00 after iterations 1 / 2 / 3 at 1e-4; 0.42 / 0.48 / 0.54 at 2e-5). It is no
+# basis for comparing losses: benchmarks/closed_loop.py sweeps each variant's rate on training reward.
 LORA_LR = 1e-4
 
 

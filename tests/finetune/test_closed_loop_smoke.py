@@ -1,0 +1,44 @@
+"""The closed-loop benchmark end to end on the real embedded model, at toy size: one iteration of two
+variants (real agent runs in bwrap, real training, a served new policy), its JSON and its plot."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from benchmarks.closed_loop import main
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(900),  # ~3 min on an idle 2-core machine, more under load
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed"),
+]
+
+
+def test_one_iteration_of_two_variants_writes_paired_results_and_a_plot(
+    hf_model: Path, tmp_path: Path
+) -> None:
+    results = tmp_path / "results"
+    main([
+        "--variants", "grpo,tapo", "--seeds", "1", "--iterations", "1", "--lr", "1e-4", "--staleness", "0",
+        "--wording", "plus", "--train-tasks", "4", "--val-tasks", "2", "--tasks-per-iteration", "2",
+        "--group-size", "2", "--steps", "1", "--eval-seeds", "1", "--reply-tokens", "48",
+        "--home", str(hf_model.parent.parent), "--out", str(tmp_path / "runs"), "--results", str(results),
+    ])  # fmt: skip
+    document = json.loads((results / "closed_loop.json").read_text())
+    assert (results / "closed_loop.png").stat().st_size > 10_000
+    assert document["lr"] == {"grpo": 1e-4, "tapo": 1e-4} and document["sweep"] == {}
+    block = document["staleness"]["k0"]
+    assert list(block["variants"]) == ["grpo", "tapo"]
+    for variant in block["variants"].values():
+        assert [r["iteration"] for r in variant["curve"]] == [0, 1]
+        assert all(0 <= r["ci"][0] <= r["pass_at_1"] <= r["ci"][1] <= 1 for r in variant["curve"])
+    difference = block["differences"]["tapo − grpo"]
+    assert difference["per_iteration"][0] == {"iteration": 0, "difference": 0.0, "ci": [0.0, 0.0]}  # one base
+    for run in document["runs"]["k0/grpo"] + document["runs"]["k0/tapo"]:
+        assert [r["iteration"] for r in run["rows"]] == [0, 1] and run["diverged"] is None
+    settings = json.loads((tmp_path / "runs" / "k0" / "tapo" / "seed-0" / "config.json").read_text())
+    assert settings["loss"]["state_correction"] == "geo" and settings["algo"] == "tapo"
