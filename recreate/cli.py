@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import typer
 
 from recreate import __version__
+from recreate.cli_options import apply_conventions, common_flags
 
 app = typer.Typer(help="Create and improve domain agents from their own experience.", no_args_is_help=True)
 
@@ -34,8 +36,16 @@ def _root(
     _state["debug"] = debug
 
 
+def command() -> Any:
+    """The `recreate` command tree, with the options every command shares (see `cli_options`)."""
+    register()
+    return apply_conventions(typer.main.get_command(app), common_flags(_state))
+
+
 def register() -> None:
-    """Attach sub-commands; each area owns its commands in its own `cli` module."""
+    """Attach sub-commands; each area owns its commands in its own `cli` module (once)."""
+    if app.registered_commands:
+        return
     from recreate import doctor
     from recreate.domains import cli as domain_cli
     from recreate.evaluation import cli as eval_cli
@@ -60,9 +70,9 @@ def register() -> None:
 
 
 def main() -> None:
-    register()
     try:
-        code = app(standalone_mode=False)  # returns the exit code of a typer.Exit instead of raising
+        # returns the exit code of a typer.Exit instead of raising
+        code = command()(standalone_mode=False, prog_name="recreate")
     except SystemExit as exc:
         code = exc.code
     except typer.Abort:

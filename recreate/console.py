@@ -9,17 +9,30 @@ from __future__ import annotations
 
 import os
 import sys
+import weakref
 
 from rich.console import Console
 
 WIDTH_WITHOUT_TERMINAL = 200
+_made: weakref.WeakSet[Console] = weakref.WeakSet()
+_quiet = {"on": False}
 
 
 def make_console(*, stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     if "COLUMNS" in os.environ or _is_terminal(stream):
-        return Console(stderr=stderr)
-    return Console(stderr=stderr, width=WIDTH_WITHOUT_TERMINAL, soft_wrap=True)
+        console = Console(stderr=stderr, quiet=_quiet["on"])
+    else:
+        console = Console(stderr=stderr, width=WIDTH_WITHOUT_TERMINAL, soft_wrap=True, quiet=_quiet["on"])
+    _made.add(console)
+    return console
+
+
+def set_quiet(quiet: bool) -> None:
+    """`--quiet`: every console made here (before or after) prints nothing."""
+    _quiet["on"] = quiet
+    for console in _made:
+        console.quiet = quiet
 
 
 def _is_terminal(stream: object) -> bool:

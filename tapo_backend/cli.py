@@ -7,8 +7,10 @@ import sys
 from pathlib import Path
 
 import typer
+import yaml
 from rich.table import Table
 
+from recreate.cli_options import apply_conventions, common_flags
 from recreate.console import make_console
 
 app = typer.Typer(help="Fine-tune a model from logged agent trajectories (TAPO).", no_args_is_help=True)
@@ -56,8 +58,12 @@ def train(
     logs: Path = typer.Option(None, "--logs", help="Trajectory JSON file, directory or experience store."),
     model: str = typer.Option(None, "--model", help="HF model name or local directory."),
     algo: str = typer.Option(None, "--algo", help="grpo, dapo, dr_grpo, gspo, gspo_token, cumprod or tapo."),
-    config_file: Path = typer.Option(None, "--config", help="TOML/YAML file of TrainConfig settings."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Only load the data and print its summary."),
+    config_file: Path = typer.Option(
+        None, "--config", help="TOML/YAML file of TrainConfig settings (TRL GRPOConfig names too)."
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Print the resolved settings (and the data's summary); train nothing."
+    ),
     run_name: str = typer.Option(None, "--run-name", help="Run directory name under $RECREATE_HOME/tapo/."),
     output_dir: str = typer.Option(None, "--output-dir", help="Where checkpoints, metrics and the model go."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the run's latest checkpoint."),
@@ -83,7 +89,9 @@ def train(
     scaffold: Path = typer.Option(None, "--scaffold", help="--online: the agent's scaffold directory."),
     iterations: int = typer.Option(8, "--iterations", min=1, help="--online: sample-train-serve rounds."),
     group_size: int = typer.Option(4, "--group-size", min=2, help="--online: rollouts per task."),
-    tasks_per_iteration: int = typer.Option(8, "--tasks-per-iteration", min=1),
+    tasks_per_iteration: int = typer.Option(
+        8, "--tasks-per-iteration", min=1, help="--online: training tasks sampled per iteration."
+    ),
     max_staleness: int = typer.Option(
         0, "--max-staleness", min=0, help="--online: replay this many versions back."
     ),
@@ -102,9 +110,6 @@ def train(
         raise typer.BadParameter(
             "--logs and --model are needed (or --online with --domain/--data/--scaffold)"
         )
-    from tapo_backend.hub import check_model_available
-
-    check_model_available(model)  # before the training stack loads: offline, say so at once
     from tapo_backend.config import load_config
     from tapo_backend.data import DataError, dataset_for
 
@@ -121,6 +126,11 @@ def train(
         strict=strict or None,
         max_length=max_length,
     )
+    if dry_run:
+        typer.echo(yaml.safe_dump(config.to_dict(), sort_keys=False).rstrip())
+    from tapo_backend.hub import check_model_available
+
+    check_model_available(model)  # before the training stack loads: offline, say so at once
     from tapo_backend.trainer import load_tokenizer
     from tapo_backend.trainer import train as run_training
 
@@ -187,8 +197,8 @@ def merge(
 def serve(
     model: str = typer.Argument(..., help="Model directory or name to serve."),
     adapter: Path = typer.Option(None, "--adapter", help="Serve this LoRA adapter on top of MODEL."),
-    host: str = typer.Option("127.0.0.1", "--host"),
-    port: int = typer.Option(8000, "--port"),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind."),
+    port: int = typer.Option(8000, "--port", help="Port to listen on."),
     python: str = typer.Option("python", "--python", help="Python of an environment with vLLM installed."),
     print_only: bool = typer.Option(False, "--print-command", help="Print the vLLM command, start nothing."),
 ) -> None:
@@ -206,7 +216,9 @@ def serve(
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        apply_conventions(typer.main.get_command(app), common_flags(_state))(
+            standalone_mode=False, prog_name="tapo"
+        )
     except (typer.Exit, SystemExit) as exc:
         code = exc.exit_code if isinstance(exc, typer.Exit) else exc.code
         sys.exit(code or 0)

@@ -2,7 +2,8 @@
 
 A config file holds the TrainConfig fields at its top level (or under a `[tapo]` table); `loss` is the
 keyword dict passed to `compute_policy_loss` and `lora` a table of LoraSettings (absent = full fine-tune).
-Unknown keys are errors that name the known ones.
+TRL `GRPOConfig` names are read as their TrainConfig settings (`tapo_backend.trl_names`). Unknown keys
+are errors that name the known ones.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import yaml
 from tapo_backend.logged import ON_MISMATCH
 from tapo_backend.losses import LossConfigError
 from tapo_backend.losses.config import LOSSES, RENAMED, resolve
+from tapo_backend.trl_names import TRLKeyError, from_trl
 
 
 class ConfigError(ValueError):
@@ -177,4 +179,38 @@ def read_config_file(path: Path) -> dict[str, Any]:
         ) from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a table of settings at the top level")
-    return data.get("tapo", data)
+    try:
+        return from_trl(data.get("tapo", data))
+    except TRLKeyError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def command_config(
+    defaults: dict[str, Any], settings: dict[str, Any], command: str, **fixed: Any
+) -> TrainConfig:
+    """The TrainConfig of a command that trains (`recreate finetune`, evolve's fine-tuning step): its
+    `defaults`, under the user's `settings` (a --config file with the options given on top), under what
+    the command itself sets (`fixed`: paths, the logs' temperature; refused in the settings). LoRA's
+    alpha follows r (2r) unless set; epochs follow max_steps unless set (the steps are reached)."""
+    clash = sorted(set(settings) & set(fixed))
+    if clash:
+        raise ConfigError(f"{', '.join(clash)}: set by {command} itself; remove it from the --config file")
+    values = {**defaults, **settings, **fixed}
+    lora = {**(defaults.get("lora") or {}), **(settings.get("lora") or {})}
+    if lora:
+        values["lora"] = {"alpha": 2 * lora.get("r", LoraSettings.r), **lora}
+    if "epochs" not in settings and values.get("max_steps"):
+        values["epochs"] = values["max_steps"]
+    return _build(TrainConfig, values, "config")
+
+
+def settings_file(path: Path | None) -> dict[str, Any]:
+    """The settings of a --config file (TRL names mapped), checked now: a bad key fails before any run."""
+    if path is None:
+        return {}
+    values = read_config_file(path)
+    try:
+        _build(TrainConfig, values, "config")
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return values

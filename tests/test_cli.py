@@ -40,7 +40,7 @@ def test_user_errors_are_one_line_exit_2(recreate_home, tmp_path):
 
 
 def test_exit_codes_of_subcommands_propagate(recreate_home):
-    assert recreate("sandbox", "run", "--backend", "bwrap", "--", "sh", "-c", "exit 7").returncode == 7
+    assert recreate("sandbox", "run", "--sandbox", "bwrap", "--", "sh", "-c", "exit 7").returncode == 7
     bad = recreate_home.parent / "bad"
     bad.mkdir()
     (bad / "scaffold.yaml").write_text("name: x\n")

@@ -8,6 +8,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from recreate.cli_options import deprecated, emit_json, home_option, json_option, prefer, sandbox_option
 from recreate.config import load_settings
 from recreate.console import make_console
 from recreate.domains.registry import domain_class, get_domain, list_domains
@@ -20,8 +21,11 @@ console = make_console()
 
 
 @app.command("list")
-def list_command() -> None:
+def list_command(as_json: bool = json_option("the domains (a list)")) -> None:
     """Show the built-in domains."""
+    if as_json:
+        emit_json([{"name": n, "summary": s} for n, s in list_domains()])
+        return
     table = Table("domain", "what it is")
     for name, summary in list_domains():
         table.add_row(name, summary)
@@ -51,7 +55,7 @@ def selftest_command(
     data: Path = typer.Option(..., "--data", help="tasks file (.jsonl) or folder of them"),
     limit: int | None = typer.Option(None, "--limit", min=1, help="check only the first N tasks"),
     concurrency: int = typer.Option(2, "--concurrency", min=1, help="evaluations at a time"),
-    sandbox: str | None = typer.Option(None, "--sandbox", help="sandbox backend (default: settings)"),
+    sandbox: str | None = sandbox_option(),
     evaluator: str | None = typer.Option(None, "--evaluator", help="jsonl: command or module:function"),
     option: list[str] = typer.Option([], "--option", "-o", help="domain option KEY=VALUE (repeatable)"),
     min_reference_pass: float = typer.Option(
@@ -61,6 +65,7 @@ def selftest_command(
         max=1.0,
         help="the share of reference solutions that must pass (e.g. 0.98 for DS-1000 offline)",
     ),
+    home: Path | None = home_option(),
 ) -> None:
     """Evaluate reference and wrong solutions, and forgery probes on a few tasks; print per-group counts
     and the line `reference_pass=X/Y wrong_pass=Z/Y forgery_pass=F/P`.
@@ -128,6 +133,7 @@ def setup_command(
     path: Path | None = typer.Option(None, "--path", help="where (default: <RECREATE_HOME>/envs/ds1000)"),
     python: str | None = typer.Option(None, "--python", help="a Python 3.11 to base it on"),
     data: Path | None = typer.Option(None, "--data", help="repo: the instances whose environments to build"),
+    home: Path | None = home_option(),
 ) -> None:
     """Build a domain's evaluation environment (idempotent): ds1000's, or a venv per repo requirement set."""
     from recreate.domains.ds1000_env import default_env_path, ensure_env
@@ -151,12 +157,16 @@ def build_command(
     domain: str = typer.Argument(..., help="domain to build tasks for (repo)"),
     source: str = typer.Option(..., "--from", help="PACKAGE==VERSION on PyPI, or a local sdist .tar.gz"),
     n: int = typer.Option(10, "--n", min=1, help="instances to make"),
-    seed: int = typer.Option(0, "--seed", help="mutation order and splits (same seed, same instances)"),
+    random_seed: int = typer.Option(
+        None, "--random-seed", help="mutation order and splits (same seed, same instances) [default: 0]."
+    ),
+    seed: int | None = deprecated("--seed", "--random-seed"),
     out: Path = typer.Option(Path("examples/repo"), "--out", help="folder for the .jsonl and snapshots/"),
     model: str | None = typer.Option(None, "--model", help="an LLM writes issue-style problem statements"),
-    sandbox: str | None = typer.Option(None, "--sandbox", help="sandbox backend (default: settings)"),
+    sandbox: str | None = sandbox_option(),
     install: list[str] = typer.Option([], "--install", help="extra test requirement (repeatable)"),
     timeout: float = typer.Option(120.0, "--timeout", min=1, help="seconds per test-suite run"),
+    home: Path | None = home_option(),
 ) -> None:
     """Make SWE-style instances from a package's sdist: inject bugs its own tests catch (repo only)."""
     domain_class(domain)
@@ -165,4 +175,4 @@ def build_command(
     from recreate.domains.repo_cli import build_repo
 
     options = {"model": model, "sandbox": sandbox, "install": tuple(install), "timeout": timeout}
-    build_repo(source, out, n=n, seed=seed, **options)
+    build_repo(source, out, n=n, seed=prefer(random_seed, seed, "--random-seed") or 0, **options)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import threading
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from recreate.cli_options import deprecated, emit_json, home_option, json_option, prefer, sandbox_option
 from recreate.config import load_settings
 from recreate.console import make_console
 
@@ -30,15 +32,22 @@ def eval_command(
     domain: str = typer.Option(..., "--domain", help="domain name (see `recreate domain list`)"),
     data: Path = typer.Option(..., "--data", help="tasks file (.jsonl) or folder of them"),
     split: str = typer.Option("val", "--split", help="train, val, test or all"),
-    model: str | None = typer.Option(None, "--model", help="model spec (default: RECREATE_MODEL)"),
+    model: str | None = typer.Option(
+        None, "--model", help="model spec, or `local` (default: RECREATE_MODEL, else as evolve chooses)"
+    ),
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="rollouts at a time"),
     limit: int | None = typer.Option(None, "--limit", min=1, help="only the first N tasks of the split"),
-    seeds: int = typer.Option(1, "--seeds", min=1, help="rollouts per task (pass@1 averages them)"),
-    run_id: str | None = typer.Option(None, "--run-id", help="name of this run (default: from the inputs)"),
-    sandbox: str | None = typer.Option(None, "--sandbox", help="sandbox backend (default: settings)"),
+    seeds: int = typer.Option(
+        1, "--seeds", min=1, help="runs per task, a count (pass@1 averages them; see --random-seed elsewhere)"
+    ),
+    run: str | None = typer.Option(None, "--run", help="name of this run (default: from the inputs)"),
+    run_id: str | None = deprecated("--run-id", "--run"),
+    sandbox: str | None = sandbox_option(),
     evaluator: str | None = typer.Option(None, "--evaluator", help="jsonl: command or module:function"),
     option: list[str] = typer.Option([], "--option", "-o", help="domain option KEY=VALUE (repeatable)"),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="show a progress bar"),
+    home: Path | None = home_option(),
+    as_json: bool = json_option("the summary, run and report paths"),
 ) -> None:
     """Evaluate a scaffold on a split. Finished tasks are never re-run (the rollout cache survives kill -9);
     results go to <home>/evals/<run-id>/ as results.json, report.html and chart.png."""
@@ -49,13 +58,14 @@ def eval_command(
     from recreate.evaluation.preflight import preflight
     from recreate.evaluation.report import print_summary, write_chart, write_html, write_json
     from recreate.evaluation.rollout import Rollouts
+    from recreate.local import LOCAL_SPEC
     from recreate.models import check_endpoint
+    from recreate.optimizer.run import agent_model_spec, serve_models
     from recreate.scaffold import load_scaffold
 
-    settings = load_settings()
-    spec = model or settings.model
-    if not spec:
-        raise typer.BadParameter("no model: pass --model SPEC or set RECREATE_MODEL", param_hint="--model")
+    settings = load_settings(home=home)
+    spec = agent_model_spec(model or settings.model, settings.base_url)  # the fallback evolve uses
+    run_id = prefer(run, run_id, "--run")
     options: dict[str, Any] = _parse_options(option)
     if evaluator is not None:
         options["evaluator"] = evaluator
@@ -69,10 +79,6 @@ def eval_command(
         check_no_leakage([t.id for t in tasks], evolved_task_ids(scaffold, loaded, settings.home))
     run_id = run_id or default_run_id(loaded.content_hash(), domain, data, split, spec, seeds)
     out = settings.home / "evals" / run_id
-    rollouts = Rollouts(
-        loaded, loaded_domain, model=spec, sandbox=sandbox or settings.sandbox, run_id=run_id,
-        trajectory_dir=out / "trajectories",
-    )  # fmt: skip
     info = {
         "run_id": run_id, "scaffold": scaffold, "scaffold_hash": loaded.content_hash(), "domain": domain,
         "data": str(data), "split": split, "model": spec, "seeds": seeds,
@@ -87,23 +93,37 @@ def eval_command(
             finished.append(traj)
             write_json(out / "results.json", _results(info, title, finished, complete=False))
 
-    cached = sum(rollouts.cached(t, s) is not None for t in tasks for s in range(seeds))
-    if cached < len(tasks) * seeds:
-        preflight(sandbox or settings.sandbox, loaded_domain, settings.home)
-        check_endpoint(spec, settings.base_url)
-    console.print(f"run [bold]{run_id}[/]: {len(tasks)} task(s) x {seeds} seed(s) -> {out}")
-    if cached:
-        console.print(f"resuming: {cached} rollout(s) already finished, not re-run")
-    results = rollouts.run_many(
-        tasks, seeds=range(seeds), concurrency=concurrency, progress=progress, on_result=record
-    )
-    doc = _results(info, title, results, complete=True)
-    write_json(out / "results.json", doc)
-    summary = summarize(results)
-    chart = write_chart(out / "chart.png", doc["tasks"], summary, title)
-    report = write_html(out / "report.html", doc, chart.name)
-    print_summary(summary, title, make_console())
-    console.print(f"report: {report}")
+    with contextlib.ExitStack() as stack:
+        models: dict[str, Any] = {"agent_model": spec}
+        if spec == LOCAL_SPEC:  # the embedded model, served for this command's duration (as evolve does)
+            why = "model 'local'" if LOCAL_SPEC in (model, settings.model) else "no model configured"
+            models = serve_models(
+                stack, settings.home, out, spec, None, concurrency, None, why, console.print
+            )
+        rollouts = Rollouts(
+            loaded, loaded_domain, model=models["agent_model"], sandbox=sandbox or settings.sandbox,
+            run_id=run_id, trajectory_dir=out / "trajectories", **models.get("agent_options", {}),
+        )  # fmt: skip
+        cached = sum(rollouts.cached(t, s) is not None for t in tasks for s in range(seeds))
+        if cached < len(tasks) * seeds:
+            preflight(sandbox or settings.sandbox, loaded_domain, settings.home)
+            check_endpoint(models["agent_model"], settings.base_url)
+        console.print(f"run [bold]{run_id}[/]: {len(tasks)} task(s) x {seeds} seed(s) -> {out}")
+        if cached:
+            console.print(f"resuming: {cached} rollout(s) already finished, not re-run")
+        results = rollouts.run_many(
+            tasks, seeds=range(seeds), concurrency=concurrency, progress=progress, on_result=record
+        )
+        doc = _results(info, title, results, complete=True)
+        write_json(out / "results.json", doc)
+        summary = summarize(results)
+        chart = write_chart(out / "chart.png", doc["tasks"], summary, title)
+        report = write_html(out / "report.html", doc, chart.name)
+        print_summary(summary, title, make_console())
+        console.print(f"report: {report}")
+        if as_json:
+            emit_json({"run": info, "summary": doc["summary"], "results": str(out / "results.json"),
+                       "report": str(report), "chart": str(chart)})  # fmt: skip
 
 
 def _results(

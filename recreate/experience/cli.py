@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from recreate.cli_options import emit_json, home_option, json_option
 from recreate.config import load_settings
 from recreate.console import make_console
 from recreate.experience.digest import one_line
@@ -28,8 +30,8 @@ VersionOpt = typer.Option(None, "--scaffold-version", help="only this scaffold v
 _SHOWN = 20  # problem lines printed per kind; the count of the rest follows
 
 
-def _store(**options: Any) -> ExperienceStore:
-    return open_store(load_settings(), **options)
+def _store(home: Path | None, **options: Any) -> ExperienceStore:
+    return open_store(load_settings(home=home), **options)
 
 
 def _filters(**values: Any) -> dict[str, Any]:
@@ -54,13 +56,18 @@ def ls_command(
     run: str = RunOpt,
     scaffold_version: str = VersionOpt,
     limit: int = typer.Option(50, "--limit", help="show the newest N"),
+    home: Path = home_option(),
+    as_json: bool = json_option("the entries (a list)"),
 ) -> None:
     """List stored trajectories."""
     filters = _filters(
         domain=domain, task_id=task, outcome=outcome, run_id=run, scaffold_version=scaffold_version
     )
-    with _store() as store:
+    with _store(home) as store:
         entries = store.list(filters)
+    if as_json:
+        emit_json([dataclasses.asdict(e) for e in entries[-limit:]])
+        return
     for e in entries[-limit:]:
         score = "-" if e.score is None else f"{e.score:g}"
         version = f"{e.scaffold_name or '-'}@{e.scaffold_version or '-'}"
@@ -73,30 +80,41 @@ def ls_command(
 
 @app.command("show")
 def show_command(
-    trajectory_id: str,
+    trajectory_id: str = typer.Argument(..., help="a trajectory id (see `recreate experience ls`)"),
     view: str = typer.Option("index", "--view", help=f"one of {', '.join(VIEWS)}"),
     budget: int = typer.Option(DEFAULT_BUDGET, "--budget", help="approximate token budget (chars / 4)"),
+    home: Path = home_option(),
+    as_json: bool = json_option("the whole trajectory (schema v1), not a view"),
 ) -> None:
     """Show one trajectory through a compact view."""
-    with _store() as store:
-        typer.echo(render(store.get(trajectory_id), view, budget))
+    with _store(home) as store:
+        trajectory = store.get(trajectory_id)
+    if as_json:
+        emit_json(trajectory.model_dump(mode="json"))
+        return
+    typer.echo(render(trajectory, view, budget))
 
 
 @app.command("search")
 def search_command(
-    query: str,
+    query: str = typer.Argument(..., help="what to look for, in words"),
     k: int = typer.Option(5, "-k", help="number of hits"),
     scope: str = typer.Option("steps", "--scope", help="steps | summaries | memory"),
     domain: str = DomainOpt,
     task: str = TaskOpt,
     outcome: str = OutcomeOpt,
     error_type: str = typer.Option(None, "--error-type", help="steps only, e.g. ModuleNotFoundError"),
+    home: Path = home_option(),
+    as_json: bool = json_option("the hits (a list)"),
 ) -> None:
     """Semantic search; prints trajectory id, task id, step, cosine distance (0 = same meaning) and a
     snippet per hit, nearest first."""
     filters = _filters(domain=domain, task_id=task, outcome=outcome, error_type=error_type)
-    with _store() as store:
+    with _store(home) as store:
         hits = store.search(query, scope=scope, filters=filters, k=k)
+    if as_json:
+        emit_json([dataclasses.asdict(hit) for hit in hits])
+        return
     for hit in hits:
         meta = hit.metadata
         step = meta.get("step", "-")
@@ -109,15 +127,16 @@ def search_command(
 
 @app.command("import")
 def import_command(
-    path: Path,
+    path: Path = typer.Argument(..., help="a file or folder of runs"),
     fmt: str = typer.Option("auto", "--format", help=f"one of {', '.join(FORMATS)}"),
     domain: str = typer.Option(None, "--domain", help="domain for the imported runs (default per format)"),
+    home: Path = home_option(),
 ) -> None:
     """Import mini-swe-agent .traj.json, OpenAI chat JSONL, LangSmith exports or schema-v1 files."""
     batch = read_path(path, fmt, domain=domain)
     # nothing else runs beside an import: the embedding takes every core (measured 1.6x over half of 2)
-    settings = load_settings()
-    store = _store(embedding=make_embedding(settings.embedding, threads=os.cpu_count()))
+    settings = load_settings(home=home)
+    store = _store(home, embedding=make_embedding(settings.embedding, threads=os.cpu_count()))
     with store, _progress() as progress:
         bar = progress.add_task("importing", total=len(batch.trajectories))
         report = store.ingest(
@@ -141,9 +160,9 @@ def import_command(
 
 
 @app.command("reindex")
-def reindex_command() -> None:
+def reindex_command(home: Path = home_option()) -> None:
     """Rebuild the catalog and the Chroma index from the trajectory files."""
-    with _store() as store, _progress() as progress:
+    with _store(home) as store, _progress() as progress:
         bar = progress.add_task("reindexing", total=len(list(store.files.glob("*/*.json"))))
         report = store.reindex(progress=lambda n: progress.advance(bar, n))
     for line in report.errors:
@@ -154,9 +173,9 @@ def reindex_command() -> None:
 
 
 @app.command("verify")
-def verify_command() -> None:
+def verify_command(home: Path = home_option()) -> None:
     """Check that files, catalog and index agree; exit code 1 on drift."""
-    with _store() as store:
+    with _store(home) as store:
         drift = store.verify()
     if drift.ok:
         typer.echo("ok: files, catalog and index agree")
@@ -169,17 +188,18 @@ def verify_command() -> None:
 
 @app.command("export")
 def export_command(
-    out: Path,
+    out: Path = typer.Argument(..., help="the JSONL file to write"),
     domain: str = DomainOpt,
     task: str = TaskOpt,
     outcome: str = OutcomeOpt,
     run: str = RunOpt,
     scaffold_version: str = VersionOpt,
+    home: Path = home_option(),
 ) -> None:
     """Write matching trajectories as schema-v1 JSONL (the input of fine-tuning)."""
     filters = _filters(
         domain=domain, task_id=task, outcome=outcome, run_id=run, scaffold_version=scaffold_version
     )
-    with _store() as store:
+    with _store(home) as store:
         count = store.export(out, filters)
     typer.echo(f"wrote {count} trajectories to {out}")

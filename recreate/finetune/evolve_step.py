@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +47,7 @@ class FinetuneSettings:
     # run per task left the decision to one lucky or unlucky re-score of the parent (22 tasks: 0.68 one
     # time, 0.86 another); 3 runs per task third the variance of each task's mean
     val_seeds: int = 3
+    train: dict[str, Any] = field(default_factory=dict)  # TrainConfig settings over these (--finetune-config)
 
 
 class FinetuneStep:
@@ -142,11 +143,12 @@ class FinetuneStep:
 
 def train_config(settings: FinetuneSettings, output_dir: Path, run_name: str) -> Any:
     """The trainer's config for one step (raises ConfigError for a bad algorithm or setting)."""
-    from tapo_backend.config import LoraSettings, TrainConfig
+    from tapo_backend.config import command_config
 
     s = settings
-    return TrainConfig(  # `steps` steps, also when the runs fill fewer batches (passes over them again)
-        algo=s.algo, lr=s.lr, epochs=s.steps, max_steps=s.steps,
-        lora=LoraSettings(r=s.lora_r, alpha=2 * s.lora_r), max_length=s.max_length,
-        temperature=LOCAL_TEMPERATURE, output_dir=str(output_dir), run_name=run_name,
+    defaults = {"algo": s.algo, "lr": s.lr, "max_steps": s.steps, "lora": {"r": s.lora_r},
+                "max_length": s.max_length}  # fmt: skip
+    return command_config(  # `steps` steps, also when the runs fill fewer batches (epochs follow them)
+        defaults, s.train, "evolve's fine-tuning step", temperature=LOCAL_TEMPERATURE,
+        output_dir=str(output_dir), run_name=run_name,
     )  # fmt: skip

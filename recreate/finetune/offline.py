@@ -151,6 +151,22 @@ def _per_task(trajectories: list[Trajectory]) -> dict[str, float]:
     return {task: sum(v) / len(v) for task, v in scores.items()}
 
 
+def train_config(
+    run_dir: Path, temperature: float, settings: dict[str, Any], *, algo: str = "tapo", steps: int = 20,
+    lr: float = LORA_LR, lora_r: int = 16, min_group_size: int = 2,
+) -> Any:  # fmt: skip
+    """The trainer's config of `finetune`: these arguments, under `settings` (TrainConfig names: a
+    --config file's, with the options given on top), under the paths and the logs' temperature."""
+    from tapo_backend.config import command_config
+
+    defaults = {"algo": algo, "lr": lr, "max_steps": steps, "min_group_size": min_group_size,
+                "lora": {"r": lora_r}}  # fmt: skip
+    return command_config(
+        defaults, settings, "recreate finetune", temperature=temperature,
+        output_dir=str(run_dir / "finetune" / "train"), run_name="finetune",
+    )  # fmt: skip
+
+
 def finetune(
     *,
     run_dir: Path,
@@ -168,8 +184,9 @@ def finetune(
     sandbox: Any = "bwrap",
     log=print,
     strict: bool = False,
+    train_settings: dict[str, Any] | None = None,
 ) -> FinetuneReport:
-    from tapo_backend.config import LoraSettings, TrainConfig
+    """`train_settings`: TrainConfig settings over the arguments (a --config file's, see `train_config`)."""
     from tapo_backend.trainer import train
 
     sandbox = resolve_sandbox(sandbox)
@@ -190,14 +207,13 @@ def finetune(
             policy, scaffold, domain, val_tasks, seeds, work / "eval-base", config, sandbox
         )
         log(f"{parent} (before training): val pass@1 {base['pass_at_1']:.3f}")
-        train_config = TrainConfig(
-            algo=algo, lr=lr, max_steps=steps, epochs=max(1, steps), min_group_size=min_group_size,
-            lora=LoraSettings(r=lora_r, alpha=2 * lora_r), temperature=selection.temperature,
-            output_dir=str(work / "train"), run_name="finetune",
+        config_ = train_config(
+            run_dir, selection.temperature, train_settings or {}, algo=algo, steps=steps, lr=lr,
+            lora_r=lora_r, min_group_size=min_group_size,
         )  # fmt: skip
         shutil.rmtree(work / "train", ignore_errors=True)  # an earlier attempt's: its metrics are not these
         started = time.time()
-        result = train(train_config, batch, str(policy.current.hf_dir))
+        result = train(config_, batch, str(policy.current.hf_dir))
         train_s = time.time() - started
         version = policy.publish(result.final_dir)
         tuned_runs, tuned = _evaluate(

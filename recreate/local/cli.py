@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from recreate.cli_options import emit_json, home_option, json_option
 from recreate.config import load_settings
 from recreate.console import make_console
 
@@ -26,7 +28,7 @@ def _home(home: Path | None) -> Path:
 def setup_command(
     what: str = typer.Argument("embedded", help="embedded (SmolLM2 + llama.cpp) or vllm."),
     convert: bool = typer.Option(False, "--convert", help="Also convert the embedded model to HF."),
-    home: Path = typer.Option(None, "--home"),
+    home: Path = home_option(),
 ) -> None:
     """Install what a local engine needs (idempotent)."""
     from recreate.local import embedded
@@ -55,7 +57,7 @@ def serve_command(
     adapter: Path = typer.Option(None, "--adapter", help="vllm: a LoRA adapter directory to load."),
     port: int = typer.Option(None, "--port", help="Port (default: a free one)."),
     detach: bool = typer.Option(False, "--detach", help="Leave it running in the background."),
-    home: Path = typer.Option(None, "--home"),
+    home: Path = home_option(),
 ) -> None:
     """Start a local OpenAI-compatible server (foreground: Ctrl-C stops it)."""
     from recreate.local import find_server, start_server
@@ -90,12 +92,16 @@ def serve_command(
 
 
 @app.command("status")
-def status_command(home: Path = typer.Option(None, "--home")) -> None:
+def status_command(home: Path = home_option(), as_json: bool = json_option("the servers (a list)")) -> None:
     """List the local servers that are running."""
     from recreate.local import healthy
     from recreate.local.server import running_servers
 
     servers = running_servers(_home(home))
+    if as_json:
+        rows = [{**dataclasses.asdict(s), "answers": healthy(s.base_url)} for s in servers]
+        emit_json(rows)
+        return
     if not servers:
         console.print("no local model server is running (start one with `recreate model serve`)")
         return
@@ -111,7 +117,7 @@ def status_command(home: Path = typer.Option(None, "--home")) -> None:
 @app.command("stop")
 def stop_command(
     engine: str = typer.Option(None, "--engine", help="Stop only servers of this engine."),
-    home: Path = typer.Option(None, "--home"),
+    home: Path = home_option(),
 ) -> None:
     """Stop the local servers started with `recreate model serve --detach`."""
     from recreate.local.server import running_servers, stop_server

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import signal
 import sys
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from recreate.cli_options import deprecated, emit_json, home_option, json_option, prefer, sandbox_option
 from recreate.config import load_settings
 from recreate.console import make_console
 from recreate.local import LOCAL_SPEC
@@ -24,6 +26,7 @@ from recreate.optimizer.summary import print_summary
 
 if TYPE_CHECKING:
     from recreate.finetune.evolve_step import FinetuneSettings
+    from recreate.runs import EvolveResult
 
 ABLATIONS = ("no-trajectory", "no-environment", "no-eval-details", "no-guidance")
 console = make_console()
@@ -81,12 +84,20 @@ def evolve_command(
     price: list[str] = typer.Option(
         [], "--price", help="MODEL=IN,OUT: the model's USD per 1M input/output tokens (repeatable)."
     ),
-    max_tokens: int = typer.Option(None, "--max-tokens", min=1),
-    max_rollouts: int = typer.Option(None, "--max-rollouts", min=1),
-    max_wall_s: float = typer.Option(None, "--max-wall-s", min=0.001),
-    concurrency: int = typer.Option(4, "--concurrency", min=1),
-    rounds: int = typer.Option(3, "--rounds", min=1),
-    batch_size: int = typer.Option(4, "--batch-size", min=1),
+    max_tokens: int = typer.Option(
+        None, "--max-tokens", min=1, help="Stop (resumably) after this many model tokens, all roles together."
+    ),
+    max_rollouts: int = typer.Option(
+        None, "--max-rollouts", min=1, help="Stop (resumably) after this many agent runs."
+    ),
+    max_wall_s: float = typer.Option(
+        None, "--max-wall-s", min=0.001, help="Stop (resumably) after this many seconds of wall time."
+    ),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, help="Agent runs and model calls at a time."),
+    rounds: int = typer.Option(3, "--rounds", min=1, help="Rounds of reflect, synthesize, gate."),
+    batch_size: int = typer.Option(
+        4, "--batch-size", min=1, help="Training tasks run and reflected on per round."
+    ),
     val_limit: int = typer.Option(None, "--val-limit", min=1, help="Use at most N validation tasks."),
     train_limit: int = typer.Option(None, "--train-limit", min=1, help="Use at most N training tasks."),
     min_improvement: float = typer.Option(
@@ -94,9 +105,14 @@ def evolve_command(
         "--min-improvement",
         help="Gate: accept a candidate when the 95% lower bound of its mean improvement is above this.",
     ),
-    val_seeds: int = typer.Option(1, "--val-seeds", min=1, help="Validation runs per task and version."),
+    val_seeds: int = typer.Option(
+        1, "--val-seeds", min=1, help="Validation runs per task and version (a count, not a random seed)."
+    ),
     test_seeds: int = typer.Option(
-        2, "--test-seeds", min=0, help="Runs per test task of the seed and final pairs at the end (0: none)."
+        2,
+        "--test-seeds",
+        min=0,
+        help="Runs per test task of the seed and final pairs at the end (a count; 0: none).",
     ),
     random_seed: int = typer.Option(
         0, "--random-seed", help="The run's random seed: batches, agent sampling seeds, gate resampling."
@@ -107,30 +123,43 @@ def evolve_command(
         help="agentic (tool calls), structured (one constrained call; for models without tool calls) "
         "or auto (structured for such local models).",
     ),
-    sandbox: str = typer.Option(None, "--sandbox", help="bwrap (default), docker or local."),
+    sandbox: str = sandbox_option(),
     resume: str = typer.Option(None, "--resume", help="Resume the run with this id."),
     force: bool = typer.Option(False, "--force", help="Resume even where the stored run config differs."),
-    run_id: str = typer.Option(None, "--run-id", help="Name a new run."),
+    run: str = typer.Option(None, "--run", help="Name a new run (default: evolve-<8 hex>)."),
+    run_id: str = deprecated("--run-id", "--run"),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan and projected cost, spend nothing."),
     ablate: list[str] = typer.Option([], "--ablate", help=f"Ablation: {', '.join(ABLATIONS)}."),
     no_synthesis: bool = typer.Option(False, "--no-synthesis", help="Apply instance proposals directly."),
     bootstrap: bool = typer.Option(False, "--bootstrap", help="Optimizer writes v0 from the seed first."),
-    allow_train_as_val: bool = typer.Option(False, "--allow-train-as-val"),
+    allow_train_as_val: bool = typer.Option(
+        False, "--allow-train-as-val", help="Validate on the training tasks when the data has no val split."
+    ),
     finetune_every: int = typer.Option(
         None,
         "--finetune-every",
         min=1,
         help="Every K rounds, fine-tune the local agent model on the run's experience (gated, like edits).",
     ),
-    finetune_algo: str = typer.Option("tapo", "--finetune-algo", help="tapo, grpo, dapo, gspo, ..."),
-    finetune_steps: int = typer.Option(8, "--finetune-steps", min=1, help="Optimizer steps per fine-tuning."),
+    finetune_algo: str = typer.Option(
+        None, "--finetune-algo", help="tapo, grpo, dapo, gspo, ... [default: tapo]."
+    ),
+    finetune_steps: int = typer.Option(
+        None, "--finetune-steps", min=1, help="Optimizer steps per fine-tuning [default: 8]."
+    ),
+    finetune_config: Path = typer.Option(
+        None,
+        "--finetune-config",
+        help="TOML/YAML of training settings (TRL GRPOConfig names too); --finetune-* options win.",
+    ),
     finetune_group_size: int = typer.Option(
         4, "--finetune-group-size", min=2, help="Runs per training task sampled for each fine-tuning."
     ),
     finetune_val_seeds: int = typer.Option(
-        3, "--finetune-val-seeds", min=1, help="Validation runs per task at the model gate."
+        3, "--finetune-val-seeds", min=1, help="Validation runs per task at the model gate (a count)."
     ),
-    home: Path = typer.Option(None, "--home", help="State directory (default .recreate or RECREATE_HOME)."),
+    home: Path = home_option(),
+    as_json: bool = json_option("the run's summary (with --dry-run, the plan)"),
 ) -> None:
     """Evolve a seed scaffold into a better, validated one (ReCreate)."""
     from recreate.domains import get_domain
@@ -149,11 +178,12 @@ def evolve_command(
     if unknown:
         raise typer.BadParameter(f"unknown ablation(s) {unknown}; choose from {', '.join(ABLATIONS)}")
     settings = load_settings(home=home)
+    run_id = prefer(run, run_id, "--run")
     usd = parse_budget_usd(budget_usd)
     prices = {**settings.prices, **parse_prices(price)}
     if resume and not (settings.home / "runs" / resume / "config.json").is_file():
         raise typer.BadParameter(
-            f"no run {resume!r} under {settings.home / 'runs'}; start one with --run-id {resume}",
+            f"no run {resume!r} under {settings.home / 'runs'}; start one with --run {resume}",
             param_hint=["--resume"],
         )
     options = {"evaluator": evaluator} if evaluator else {}
@@ -175,16 +205,22 @@ def evolve_command(
     )
     seed_scaffold = load_scaffold(seed)
     finetune = _finetune_settings(
-        finetune_every, rounds, model or settings.model, algo=finetune_algo, steps=finetune_steps,
-        group_size=finetune_group_size, val_seeds=finetune_val_seeds,
+        finetune_every, rounds, model or settings.model, finetune_config, algo=finetune_algo,
+        steps=finetune_steps, group_size=finetune_group_size, val_seeds=finetune_val_seeds,
     )  # fmt: skip
-    if dry_run:
-        agent = model or settings.model or "unknown"
-        print_plan(
+    if dry_run:  # priced as the run would be: the same model fallback (`local` costs $0)
+        agent = agent_model_spec(model or settings.model, settings.base_url)
+        rows = print_plan(
             console, cfg, seed_scaffold, n_train=len(train), n_val=len(val), agent=agent,
-            optimizer=optimizer_model or agent, prices=prices, budget_usd=usd, finetune_every=finetune_every,
-            finetune_group_size=finetune_group_size,
+            optimizer=optimizer_model or settings.optimizer_model or agent, prices=prices,
+            budget_usd=usd, finetune_every=finetune_every, finetune_group_size=finetune_group_size,
+            base_url=settings.base_url,
         )  # fmt: skip
+        if finetune:
+            _print_finetune_settings(finetune)
+        if as_json:
+            plan = [{"role": r, "calls": c, "tokens": t, "usd": usd} for r, c, t, usd in rows]
+            emit_json({"plan": plan, "finetune": dataclasses.asdict(finetune) if finetune else None})
         return
     _check_writable(settings.home)
     preflight(sandbox or settings.sandbox, dom, settings.home)  # the machine can do the run: said in seconds
@@ -214,16 +250,40 @@ def evolve_command(
     if result.weights is not None and result.model:
         weights = (result.weights, Path(result.model.removeprefix(f"{LOCAL_SPEC}:")))
     print_summary(console, result, result.report, weights)
+    if as_json:
+        emit_json(summary_doc(result))
     if result.stopped:
         console.print(f"[yellow]stopped: {result.stopped}[/]; resume with --resume {result.run_id}")
         raise typer.Exit(3)
 
 
+def summary_doc(result: EvolveResult) -> dict[str, Any]:
+    """`evolve --json`: the run's outcome, where its files are, and each version's gate."""
+    keys = ("run_id", "run_dir", "final", "stopped", "final_model", "test", "report", "scaffold_dir", "model")
+    versions = [
+        {k: h.get(k) for k in ("ref", "round", "accepted", "reason", "val", "errors") if k in h}
+        for h in result.history
+    ]
+    return {**{k: getattr(result, k) for k in keys}, "weights": result.weights, "versions": versions}
+
+
+def _print_finetune_settings(settings: FinetuneSettings) -> None:
+    """--dry-run: the trainer's settings of each fine-tuning step, resolved (file, options, defaults)."""
+    import yaml
+
+    from recreate.finetune.evolve_step import train_config
+
+    resolved = train_config(settings, Path("<run>/policy"), "<step>").to_dict()
+    console.print("fine-tuning step settings:", markup=False)
+    console.print(yaml.safe_dump(resolved, sort_keys=False).rstrip(), markup=False, highlight=False)
+
+
 def _finetune_settings(
-    every: int | None, rounds: int, asked_model: str | None, **options: Any
+    every: int | None, rounds: int, asked_model: str | None, config: Path | None, **options: Any
 ) -> FinetuneSettings | None:
     """--finetune-* checked before anything starts: a bad algorithm, a K no round reaches, a model that
-    is not the local one (as asked; the resolved model is checked again before the run)."""
+    is not the local one (as asked; the resolved model is checked again before the run). A
+    --finetune-config file's settings sit under the options given."""
     if not every:
         return None
     if every > rounds:
@@ -234,13 +294,22 @@ def _finetune_settings(
     if asked_model and asked_model != LOCAL_SPEC:
         raise not_local(asked_model)
     from recreate.finetune.evolve_step import FinetuneSettings, train_config
-    from tapo_backend.config import ConfigError
+    from tapo_backend.config import ConfigError, settings_file
 
-    settings = FinetuneSettings(every=every, **options)
+    train = settings_file(config)
+    options |= {
+        "algo": options["algo"] or train.pop("algo", None),
+        "steps": options["steps"] or train.pop("max_steps", None),
+    }
+    settings = FinetuneSettings(
+        every=every, train=train, **{k: v for k, v in options.items() if v is not None}
+    )
     try:  # the trainer's own checks of the algorithm and settings (a config only: nothing is written)
         train_config(settings, Path("check"), "check")
     except ConfigError as exc:
-        raise typer.BadParameter(str(exc), param_hint=["--finetune-algo"]) from exc
+        raise typer.BadParameter(
+            str(exc), param_hint=["--finetune-config" if config else "--finetune-algo"]
+        ) from exc
     return settings
 
 

@@ -23,8 +23,10 @@ def projected_cost(
     prices: dict | None = None,
     finetune_every: int | None = None,
     finetune_group_size: int = 4,
+    base_url: str | None = None,
 ) -> list[tuple[str, int, int, float | None]]:
-    """Upper-bound preview: (role, calls, tokens, USD or None when the price is unknown)."""
+    """Upper-bound preview: (role, calls, tokens, USD or None when the price is unknown); a model
+    served locally (`local`, or on a local `base_url`) is priced $0, as the run prices it."""
     from recreate.models import price_call
 
     rollouts = n_val * cfg.val_seeds * (1 + 2 * cfg.rounds) + cfg.batch_size * cfg.rounds  # parent re-scored
@@ -45,7 +47,14 @@ def projected_cost(
     out = []
     for role, calls, tokens, model in rows:
         completion = calls * 400
-        out.append((role, calls, tokens, price_call(model, tokens - completion, 0, completion, prices)))
+        out.append(
+            (
+                role,
+                calls,
+                tokens,
+                price_call(model, tokens - completion, 0, completion, prices, base_url=base_url),
+            )
+        )
     return out
 
 
@@ -62,7 +71,8 @@ def print_plan(
     budget_usd: float | None,
     finetune_every: int | None,
     finetune_group_size: int,
-) -> None:
+    base_url: str | None = None,
+) -> list[tuple[str, int, int, float | None]]:
     from recreate.optimizer.synthesis import scaffold_size
 
     steps = cfg.rounds // finetune_every if finetune_every else 0
@@ -82,6 +92,7 @@ def print_plan(
         prices=prices,
         finetune_every=finetune_every,
         finetune_group_size=finetune_group_size,
+        base_url=base_url,
     )
     for role, calls, tokens, usd in rows:
         table.add_row(role, str(calls), f"{tokens:,}", "unknown price" if usd is None else f"${usd:.2f}")
@@ -92,3 +103,4 @@ def print_plan(
             f"the plan's maximum (${sum(costs):.2f}) is above --budget-usd {budget_usd:g}: the run stops "
             "there, resumably (--resume with a higher --budget-usd)"
         )
+    return rows

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from recreate.cli_options import emit_json, home_option, json_option
 from recreate.console import make_console
 from recreate.scaffold.errors import ScaffoldValidationError
 from recreate.scaffold.files import write_dir
@@ -23,6 +24,7 @@ from recreate.scaffold.validate import validate_scaffold
 app = typer.Typer(help="Validate, inspect and version scaffolds.", no_args_is_help=True)
 
 StoreOption = typer.Option(None, "--store", help="Store root (default: <RECREATE_HOME>/scaffolds).")
+HomeOption = home_option()
 
 
 def _console() -> Console:
@@ -55,6 +57,7 @@ def validate(
         None, "--sandbox", help="Also run tool smoke tests: bwrap, local, docker."
     ),
     store: Path | None = StoreOption,
+    home: Path | None = HomeOption,
 ) -> None:
     """Check a scaffold; list every problem with its file and field (exit 1 if any)."""
     try:
@@ -81,10 +84,16 @@ def show(
         None, "--task", help="Also render the instance prompt for this task text."
     ),
     store: Path | None = StoreOption,
+    home: Path | None = HomeOption,
+    as_json: bool = json_option("the scaffold (its fields, ref and hash)"),
 ) -> None:
     """Print a scaffold: its rendered system message, tools, memory and limits."""
     console = _console()
     scaffold = _load(source, store)
+    if as_json:
+        doc = {"ref": scaffold.ref, "hash": scaffold.content_hash(), **scaffold.model_dump(mode="json")}
+        emit_json(doc)
+        return
     console.print(
         f"[bold]{scaffold.ref or scaffold.name}[/bold]  domain={scaffold.domain}  "
         f"hash={scaffold.content_hash()[:12]}  action_format={scaffold.action_format}"
@@ -108,8 +117,9 @@ def show(
 @app.command()
 def commit(
     directory: Path = typer.Argument(..., help="A scaffold directory to store as the next version."),
-    message: str = typer.Option("", "--message", "-m"),
+    message: str = typer.Option("", "--message", "-m", help="Why this version (kept in its lineage)."),
     store: Path | None = StoreOption,
+    home: Path | None = HomeOption,
 ) -> None:
     """Store a scaffold directory as the next version of its name (validated first)."""
     try:
@@ -125,8 +135,9 @@ def apply(
     ref: str = typer.Argument(..., help="The stored version to edit (name, name@v3)."),
     ops_file: str = typer.Argument(..., help="JSON file with edit ops ('-' reads stdin)."),
     sandbox: str | None = typer.Option(None, "--sandbox", help="Run tool smoke tests in this backend."),
-    message: str = typer.Option("", "--message", "-m"),
+    message: str = typer.Option("", "--message", "-m", help="Why this version (kept in its lineage)."),
     store: Path | None = StoreOption,
+    home: Path | None = HomeOption,
 ) -> None:
     """Apply edit ops to a stored version and store the result as its child (all or nothing)."""
     text = sys.stdin.read() if ops_file == "-" else Path(ops_file).read_text(encoding="utf-8")
@@ -143,6 +154,7 @@ def diff(
     a: str = typer.Argument(..., help="A scaffold directory or stored ref."),
     b: str = typer.Argument(..., help="A scaffold directory or stored ref."),
     store: Path | None = StoreOption,
+    home: Path | None = HomeOption,
 ) -> None:
     """Show what changed between two scaffolds, per component."""
     _console().print(
@@ -151,9 +163,17 @@ def diff(
 
 
 @app.command()
-def log(name: str = typer.Argument(...), store: Path | None = StoreOption) -> None:
+def log(
+    name: str = typer.Argument(..., help="A scaffold name."),
+    store: Path | None = StoreOption,
+    home: Path | None = HomeOption,
+    as_json: bool = json_option("the versions (a list)"),
+) -> None:
     """List the versions of a scaffold with their lineage and scores."""
     scaffolds = _store(store)
+    if as_json:
+        emit_json([i.model_dump(mode="json") for i in scaffolds.log(name)])
+        return
     head = scaffolds.head(name).version
     table = Table(title=f"{name} ({scaffolds.root})", title_justify="left")
     for column in ("version", "hash", "parent", "ops", "scores", "created", "rationale"):
@@ -180,6 +200,7 @@ def export(
     dest: Path = typer.Argument(..., help="A new directory (mini-swe-agent: a new CONFIG.yaml)."),
     fmt: str = typer.Option("scaffold", "--format", help="scaffold (a directory) or mini-swe-agent."),
     store: Path | None = StoreOption,
+    home: Path | None = HomeOption,
 ) -> None:
     """Write a stored version as a plain scaffold directory (lineage in .lineage.json), or a scaffold
     as a mini-swe-agent config (its tools' scripts beside it)."""
@@ -222,9 +243,10 @@ def import_command(
 
 @app.command()
 def rollback(
-    name: str = typer.Argument(...),
+    name: str = typer.Argument(..., help="A scaffold name."),
     to: str | None = typer.Option(None, "--to", help="Version to make head (default: the head's parent)."),
     store: Path | None = StoreOption,
+    home: Path | None = HomeOption,
 ) -> None:
     """Move a scaffold's head back (versions are never deleted)."""
     info = _store(store).rollback(name, to)

@@ -91,7 +91,7 @@ def test_evolve_kill9_and_resume_reaches_the_fixing_scaffold(tmp_path, repo_envs
 
     with ScriptedOpenAIServer(killing) as server:
         for attempt in range(2):
-            extra = ["--run-id", "repo-run"] if attempt == 0 else ["--resume", "repo-run"]
+            extra = ["--run", "repo-run"] if attempt == 0 else ["--resume", "repo-run"]
             with lock:
                 state["proc"] = subprocess.Popen(
                     evolve_args(home, server.url, *extra, data=PARSE),  # its suite takes 2 s

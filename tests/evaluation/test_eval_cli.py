@@ -25,7 +25,7 @@ def _eval_argv(data: Path, url: str, *extra: str, domain: str = "jsonl") -> list
     return [
         sys.executable, "-m", "recreate", "eval", "--scaffold", str(MINIMAL), "--domain", domain,
         "--data", str(data), "--split", "all", "--model", f"scripted@{url}", "--sandbox", "bwrap",
-        "--run-id", "cli-run", "--no-progress", *options, *extra,
+        "--run", "cli-run", "--no-progress", *options, *extra,
     ]  # fmt: skip
 
 

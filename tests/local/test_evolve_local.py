@@ -29,7 +29,7 @@ def test_evolve_without_an_endpoint_runs_on_the_embedded_model(recreate_home, tm
         sys.executable, "-m", "recreate", "evolve", "--seed", str(seed), "--domain", "jsonl",
         "--data", str(WORDS / "tasks.jsonl"), "--evaluator", EVALUATOR, "--rounds", "1", "--batch-size", "1",
         "--train-limit", "1", "--val-limit", "1", "--concurrency", "2", "--budget-usd", "1",
-        "--home", str(recreate_home), "--run-id", "local-run",
+        "--home", str(recreate_home), "--run", "local-run",
     ]  # fmt: skip
     res = subprocess.run(args, capture_output=True, text=True, env=clean_env(), timeout=1200)
     assert res.returncode in (0, 3), res.stderr[-2000:]

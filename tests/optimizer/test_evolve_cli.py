@@ -118,7 +118,7 @@ def test_kill9_at_several_points_then_resume_reaches_the_same_scaffold(recreate_
 
     with ScriptedOpenAIServer(killing_responder) as srv:
         for attempt, kill_after in enumerate([6, 14, 14, None]):
-            extra = ["--run-id", "killed"] if attempt == 0 else ["--resume", "killed"]
+            extra = ["--run", "killed"] if attempt == 0 else ["--resume", "killed"]
             with lock:
                 state["seen"], state["kill_at"] = 0, kill_after
                 state["proc"] = subprocess.Popen(
@@ -153,7 +153,7 @@ def test_endpoint_faults_are_retried_to_the_same_result(recreate_home):
 
 def test_the_run_prints_a_timed_line_per_stage(recreate_home):
     with ScriptedOpenAIServer(responder) as srv:
-        args = evolve_args(recreate_home, srv.url, "--run-id", "lines")
+        args = evolve_args(recreate_home, srv.url, "--run", "lines")
         args[args.index("--rounds") + 1] = "1"
         res = subprocess.run(args, capture_output=True, text=True, env=clean_env(), timeout=300)
     assert res.returncode == 0, res.stderr
@@ -194,7 +194,7 @@ def test_a_run_stopped_by_its_budget_resumes_to_its_end_with_a_raised_limit(recr
         args = evolve_args(recreate_home, srv.url, "--max-rollouts", "4")
         args[args.index("--rounds") + 1] = "1"
         stopped = subprocess.run(
-            [*args, "--run-id", "budget"], capture_output=True, text=True, env=clean_env(), timeout=300
+            [*args, "--run", "budget"], capture_output=True, text=True, env=clean_env(), timeout=300
         )
         assert stopped.returncode == 3, stopped.stderr
         assert "stopped: budget exceeded: rollouts used 4 of 4" in stopped.stdout
@@ -249,7 +249,7 @@ def test_an_interrupted_run_says_so_at_once_and_how_to_resume(recreate_home, sig
     with ScriptedOpenAIServer(interrupting_responder) as srv:
         with lock:
             state["proc"] = subprocess.Popen(
-                evolve_args(recreate_home, srv.url, "--run-id", "stopped"),
+                evolve_args(recreate_home, srv.url, "--run", "stopped"),
                 env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             )  # fmt: skip
         out, err = state["proc"].communicate(timeout=300)
@@ -279,7 +279,7 @@ def test_a_failing_optimizer_endpoint_stops_the_run_resumably(recreate_home, who
         args = evolve_args(recreate_home, agent.url, "--optimizer-model", f"scripted@{meta.url}")
         args[args.index("--rounds") + 1] = "1"
         stopped = subprocess.run(
-            [*args, "--run-id", "down"], capture_output=True, text=True, env=clean_env(), timeout=300
+            [*args, "--run", "down"], capture_output=True, text=True, env=clean_env(), timeout=300
         )
         assert stopped.returncode == 3, stopped.stderr
         out = " ".join(stopped.stdout.split())

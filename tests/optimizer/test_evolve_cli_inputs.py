@@ -74,7 +74,7 @@ def test_resume_of_an_unknown_run_is_refused(monkeypatch, capsys, recreate_home,
     code, err = evolve(
         monkeypatch, capsys, recreate_home, "--model", f"m@{openai_server.url}", "--resume", "nope"
     )
-    assert code == 2 and "'--resume'" in one_line(err) and "no run 'nope'" in err and "--run-id nope" in err
+    assert code == 2 and "'--resume'" in one_line(err) and "no run 'nope'" in err and "--run nope" in err
     assert not (recreate_home / "runs" / "nope").exists() and not openai_server.requests
 
 
@@ -167,7 +167,7 @@ def test_an_unreachable_optimizer_model_is_named_before_anything_starts(
 ):
     code, err = evolve(
         monkeypatch, capsys, recreate_home, "--model", f"m@{openai_server.url}",
-        "--optimizer-model", f"o@{UNREACHABLE}", "--run-id", "early",
+        "--optimizer-model", f"o@{UNREACHABLE}", "--run", "early",
     )  # fmt: skip
     assert code == 2 and f"--optimizer-model o@{UNREACHABLE}: cannot reach" in one_line(err)
     assert "fix --optimizer-model" in err

@@ -37,7 +37,7 @@ def test_backend_status_covers_every_backend() -> None:
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 def test_sandbox_run_prints_output_and_passes_the_exit_code() -> None:
-    done = recreate("sandbox", "run", "--backend", "bwrap", "--", "echo hi; echo oops >&2; exit 3")
+    done = recreate("sandbox", "run", "--sandbox", "bwrap", "--", "echo hi; echo oops >&2; exit 3")
     assert (done.stdout, done.stderr, done.returncode) == ("hi\n", "oops\n", 3)
 
 
@@ -48,7 +48,7 @@ def test_sandbox_run_reports_a_timeout() -> None:
 
 
 def test_sandbox_run_with_an_unknown_backend_is_one_clear_line() -> None:
-    done = recreate("sandbox", "run", "--backend", "nope", "--", "true")
+    done = recreate("sandbox", "run", "--sandbox", "nope", "--", "true")
     assert done.returncode == 2 and done.stderr.strip().startswith("error: unknown sandbox backend 'nope'")
 
 

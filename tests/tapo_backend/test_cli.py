@@ -166,7 +166,7 @@ def test_config_files_toml_and_yaml(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("algo = 'tapo'\nlearning_rate = 1\n", "unknown config key(s) learning_rate; known: "),
+        ("algo = 'tapo'\noptim = 1\n", "unknown config key(s) optim; known: "),
         ("[lora]\nrank = 4\n", "unknown lora key(s) rank"),
         ("[loss]\nclip_lo = 0.1\n", "unknown loss config key(s) clip_lo"),
         # dr_grpo alone takes its max_length from the data; an explicit bad one is still an error

@@ -1,0 +1,153 @@
+"""Conventions every `recreate` and `tapo` command follows: one name per concept, shared options,
+help that renders as written.
+
+- `--home` on every command that reads or writes state; `--sandbox` for the backend; `--run` names a
+  run; `--random-seed` is the random seed (`--seed` on evolve is the seed scaffold); counts of repeated
+  runs (`--seeds`, `--val-seeds`, ...) say so in their help.
+- An old spelling stays as a hidden alias that says, in one line, which name replaces it.
+- `--json` prints the command's result as one JSON document on stdout; everything else goes to stderr.
+- `--quiet`, `--verbose` and `--debug` are accepted after any subcommand (added by `apply_conventions`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import typer
+
+from recreate.console import set_quiet
+
+T = TypeVar("T")
+_json: dict[str, Any] = {}
+HOME_HELP = "State directory (default: RECREATE_HOME, else .recreate)."
+SANDBOX_HELP = "Sandbox backend: bwrap, docker or local (default: RECREATE_SANDBOX, else bwrap)."
+
+
+def home_option() -> Any:
+    """--home DIR is RECREATE_HOME=DIR for the whole command: what reads the home itself (rollout cache,
+    domain environments, servers it starts) sees the same one."""
+    return typer.Option(None, "--home", help=HOME_HELP, show_default=False, callback=_export_home)
+
+
+def _export_home(value: Path | None) -> Path | None:
+    if value is not None:
+        os.environ["RECREATE_HOME"] = str(value)
+    return value
+
+
+def sandbox_option(help: str = SANDBOX_HELP) -> Any:
+    return typer.Option(None, "--sandbox", help=help, show_default=False)
+
+
+def json_option(what: str = "the result") -> Any:
+    """--json: from the moment it is parsed, the command's own printing goes to stderr and
+    `emit_json(doc)` alone writes to stdout."""
+    return typer.Option(
+        False,
+        "--json",
+        help=f"Print {what} as JSON on stdout (all else goes to stderr).",
+        callback=_json_mode,
+    )
+
+
+def _json_mode(value: bool) -> bool:
+    if value:
+        _json["stdout"] = sys.stdout
+        sys.stdout = sys.stderr
+    return value
+
+
+def emit_json(doc: Any) -> None:
+    """The --json result on the real stdout (a JSON document, one per command)."""
+    out = _json.get("stdout") or sys.stdout
+    out.write(json.dumps(doc, indent=2, default=str) + "\n")
+    out.flush()
+
+
+def deprecated(old: str, new: str, *short: str) -> Any:
+    """A hidden old spelling of `new`: still accepted, with a one-line notice on stderr."""
+
+    def notice(value: Any) -> Any:
+        if value is not None:
+            typer.echo(f"note: {old} is deprecated; use {new}", err=True)
+        return value
+
+    return typer.Option(
+        None, old, *short, hidden=True, help=f"Deprecated spelling of {new}.", callback=notice
+    )
+
+
+def prefer(value: T | None, old_value: T | None, new: str) -> T | None:
+    """The value of an option given under its name or its deprecated alias (not both, differently)."""
+    if old_value is None:
+        return value
+    if value is not None and value != old_value:
+        raise typer.BadParameter(f"given twice ({value!r} and {old_value!r}); pass it once", param_hint=[new])
+    return old_value
+
+
+def _set_quiet(value: bool) -> None:
+    set_quiet(value)  # also False: an in-process caller's next command is not silenced by this one
+    if value:
+        logging.getLogger("recreate").setLevel(logging.WARNING)
+
+
+def _set_verbose(value: bool) -> None:
+    if value:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        for name in ("recreate", "tapo_backend"):
+            logger = logging.getLogger(name)
+            logger.setLevel(logging.DEBUG)
+            logger.addHandler(handler)
+
+
+def common_flags(state: dict[str, bool]) -> list[Any]:
+    """--quiet, --verbose, --debug: the same three on every command; none reaches the function."""
+
+    def set_debug(value: bool) -> None:
+        if value:
+            state["debug"] = True
+
+    probe = typer.Typer(add_completion=False)
+
+    @probe.command()
+    def flags(
+        quiet: bool = typer.Option(
+            False, "--quiet", "-q", callback=_set_quiet,
+            help="Print nothing but errors and --json output.",
+        ),
+        verbose: bool = typer.Option(
+            False, "--verbose", "-v", callback=_set_verbose, help="Also print debug logs on stderr."
+        ),
+        debug: bool = typer.Option(False, "--debug", callback=set_debug, help="Show tracebacks for errors."),
+    ) -> None:  # fmt: skip
+        """Only a holder of the three options."""
+
+    params = typer.main.get_command(probe).params
+    for param in params:
+        param.expose_value = False
+    return params
+
+
+def apply_conventions(command: Any, flags: list[Any]) -> Any:
+    """Every leaf command gets the common flags, and help renders as plain text: Rich markup would eat
+    bracketed text ('[default: 1e-4]') and show flags as '<bool>'."""
+    for cmd in _walk(command):
+        cmd.rich_markup_mode = None
+        if not hasattr(cmd, "commands"):
+            names = {name for param in cmd.params for name in param.opts}
+            cmd.params.extend(f for f in flags if not names & set(f.opts))
+    return command
+
+
+def _walk(command: Any) -> Iterator[Any]:
+    yield command
+    for sub in getattr(command, "commands", {}).values():
+        yield from _walk(sub)
