@@ -112,7 +112,8 @@ def optimize(
     run_id = run_id or f"evolve-{uuid.uuid4().hex[:8]}"
     run_dir = settings.home / "runs" / run_id
     started_fresh = not run_dir.exists()
-    why = why_local or ("model 'local'" if LOCAL_SPEC in (model, optimizer_model) else "no model configured")
+    asked = (model, optimizer_model, settings.model, settings.optimizer_model)
+    why = why_local or ("model 'local' asked" if LOCAL_SPEC in asked else "no model endpoint configured")
     try:
         with contextlib.ExitStack() as stack:
             models = serve_models(

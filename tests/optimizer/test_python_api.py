@@ -137,3 +137,26 @@ def test_fine_tuning_from_python_needs_the_local_model_and_says_so_in_arguments(
     assert "model='local'" in str(caught.value) and "--" not in str(caught.value).split("`")[0]
     assert "--model local" in caught.value.for_cli() and "--finetune-every" in caught.value.for_cli()
     assert not (recreate_home / "runs").exists()
+
+
+def test_the_final_model_of_a_fine_tuning_run_is_its_accepted_weights(tmp_path):
+    from recreate.runs import final_model
+
+    rows = [
+        {"index": 0, "name": "base", "hf_dir": "/h/base", "gguf": "/h/base.gguf", "candidate": False},
+        {
+            "index": 1,
+            "name": "base+ft1-ab",
+            "hf_dir": str(tmp_path / "v1"),
+            "gguf": str(tmp_path / "v1.gguf"),
+        },
+    ]  # as ServedPolicy writes policy/versions.json
+    (tmp_path / "policy").mkdir()
+    (tmp_path / "policy" / "versions.json").write_text(json.dumps(rows))
+    tuned = {"agent_model": "base", "finetune": {"every": 1}}
+    assert final_model(tmp_path, tuned, "base+ft1-ab") == (f"local:{tmp_path / 'v1.gguf'}", tmp_path / "v1")
+    assert final_model(tmp_path, tuned, "base") == ("local", None)  # no version accepted: the embedded one
+    assert final_model(tmp_path, {"agent_model": "m@http://h/v1", "agent_spec": "m@http://h:8/v1"}, None) == (
+        "m@http://h:8/v1",
+        None,
+    )
