@@ -1,6 +1,7 @@
 """recreate: create and improve domain agents from their own experience.
 
-    from recreate import create_domain_agent, load_run, optimize
+From Python: `optimize()` (a `recreate evolve` run), `load_run()` (a run read back) and
+`create_domain_agent()` (a scaffold and a model as a LangGraph graph).
 """
 
 from importlib import import_module
