@@ -138,8 +138,9 @@ def create_domain_agent(
     """
     if is_local_spec(model):
         build = functools.partial(
-            create_domain_agent, scaffold, sandbox=sandbox, name=name, checkpointer=checkpointer, store=store
-        )
+            create_domain_agent, scaffold, sandbox=sandbox, name=name, checkpointer=checkpointer,
+            store=store, tool_messages=tool_messages,
+        )  # fmt: skip
         return LocalAgent(str(model), build, options)
     agent = build_domain_agent(scaffold, model=model, sandbox=sandbox, **options)
     return agent.compile(name=name, checkpointer=checkpointer, store=store, tool_messages=tool_messages)
