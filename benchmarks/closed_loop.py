@@ -8,7 +8,7 @@ echo $((3 + 4))`); the model must carry the pattern over to the task's wording.
 Task family and base rate (`--wording`). Measured with this scaffold (24 held-out tasks × 2 eval seeds,
 T=0.7, 2026-12-06, 2 loaded cores): "sum-of" 0.146 [0.062, 0.229]. The wording was chosen as the one
 whose base pass@1 falls inside 10-40% (room for RL to learn and to separate variants); the other
-wordings measured the same way: see docs/benchmarks/closed_loop_wordings.md. Iteration 0 of every run
+wordings measured the same way: docs/benchmarks/closed_loop.md. Iteration 0 of every run
 is that one base evaluation (same model, tasks and eval seeds), so paired differences there are 0.
 
 Variants (`--variants`), a factorial: each differs from the previous one in one loss setting; all are
