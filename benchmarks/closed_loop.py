@@ -5,11 +5,12 @@ number) answers three-term sums worded "What is the sum of 40, 85 and 79?". The 
 worked examples in another form ("What is 3 + 4?" answered by `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT;
 echo $((3 + 4))`); the model must carry the pattern over to the task's wording.
 
-Task family and base rate (`--wording`). Measured with this scaffold (24 held-out tasks × 2 eval seeds,
-T=0.7, 2026-12-06, 2 loaded cores): "sum-of" 0.146 [0.062, 0.229]. The wording was chosen as the one
-whose base pass@1 falls inside 10-40% (room for RL to learn and to separate variants); the other
-wordings measured the same way: docs/benchmarks/closed_loop.md. Iteration 0 of every run
-is that one base evaluation (same model, tasks and eval seeds), so paired differences there are 0.
+Task family and base rate (`--wording`). Base pass@1 with this scaffold (24 tasks × 2 eval seeds, T=0.7,
+2026-12-06, 2 loaded cores): "sum-of" 0.146 [0.062, 0.229] on a probe set, 0.208 [0.083, 0.333] on the
+benchmark's own held-out set; "plus" 0.542, "total" 0.125 on the probe set. "sum-of" was chosen as the
+higher of the wordings inside 10-40% (room for RL to learn and for variants to separate; groups need
+mixed rewards); docs/benchmarks/closed_loop.md has the table. Iteration 0 of every run is that one base
+evaluation (same model, tasks and eval seeds), so paired differences there are 0.
 
 Variants (`--variants`), a factorial: each differs from the previous one in one loss setting; all are
 trained through the loss registry with every setting spelled out (benchmarks/closed_loop_tasks.py):
@@ -33,13 +34,14 @@ iterations 1..N), each with a 95% interval from a bootstrap over loop seeds and 
 Staleness (`--staleness 0,4,16`, `--staleness-variants grpo,tapo`): at k > 0 the loop trains at
 iteration i only on the rollouts sampled at iteration i − k, i.e. by the policy k versions back (the
 first k iterations fill the pipeline and train nothing); such runs have `--iterations` + k iterations.
+Each row's `staleness` is the versions actually behind (an iteration with nothing to learn publishes none).
 Per k and variant: AUC with its interval, collapse rate (share of seeds whose held-out pass@1, after
 rising, fell below half its best so far and below the base) and divergence (a non-finite loss).
 
 Outputs under `--results` (default docs/benchmarks): closed_loop.json (settings, sweep, per-run rows,
 curves, paired differences, staleness) and closed_loop.png. Runs (resumable) live under `--out`.
 
-Full run (hours on 2 cores; see docs/benchmarks/closed_loop.md):
+Full run (about 14 h on a quiet 2-core machine; docs/benchmarks/closed_loop.md):
     flock /tmp/recreate-heavy.lock .venv/bin/python benchmarks/closed_loop.py --out .recreate/closed-loop
 """
 
