@@ -17,22 +17,19 @@ Serve it: langgraph dev --port 8123
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sqlite3
 from pathlib import Path
-from typing import Any, Literal, NotRequired
+from typing import Literal, NotRequired
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import SystemMessage
-from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph_sdk.runtime import ServerRuntime
 
 from recreate import create_domain_agent
 from recreate.agent import AgentContext, resolve_model
-from recreate.agent.server import graph_settings
+from recreate.agent.server import server_factory
 
 ROUTER_PROMPT = (
     "Classify the user's last request. Answer with one word: `agent` if it needs running code or shell "
@@ -75,20 +72,8 @@ def build_app(
     return graph.compile(checkpointer=checkpointer, name="router_app")
 
 
-async def make_app(config: RunnableConfig, runtime: ServerRuntime) -> CompiledStateGraph:
-    """Factory for langgraph.json: the server supplies the checkpointer, and the run's context (when it
-    builds the graph to execute a run) the settings. It calls factories on its event loop, and building
-    the agent reads files (blocking calls), so that happens in a worker thread."""
-    run = runtime.execution_runtime
-    context = run.context if run is not None else None
-    return await asyncio.to_thread(app_from_config, config, context, executing=run is not None)
-
-
-def app_from_config(
-    config: RunnableConfig, context: Any = None, *, executing: bool = True
-) -> CompiledStateGraph:
-    scaffold, model, sandbox = graph_settings(config, context, executing=executing)
-    return build_app(scaffold, model, sandbox=sandbox)
+# Factory for langgraph.json: the server supplies the checkpointer, and the run's context the settings.
+make_app = server_factory(lambda scaffold, model, sandbox: build_app(scaffold, model, sandbox=sandbox))
 
 
 def main() -> None:

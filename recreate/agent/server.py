@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,20 +45,29 @@ class _NoModel(BaseChatModel):
         raise ValueError(NO_MODEL)
 
 
-async def make_graph(config: RunnableConfig, runtime: ServerRuntime) -> CompiledStateGraph:
-    """The server calls factories on its event loop; building reads files and probes the sandbox (blocking
-    calls, which `langgraph dev` refuses there), so it happens in a worker thread. A run's context is
-    there only when the server builds the graph to execute a run."""
-    run = runtime.execution_runtime
-    context = run.context if run is not None else None
-    return await asyncio.to_thread(domain_agent_graph, config, context, executing=run is not None)
+GraphBuilder = Callable[[str, "str | BaseChatModel", str], CompiledStateGraph]
 
 
-def domain_agent_graph(
-    config: RunnableConfig, context: Any = None, *, executing: bool = True
-) -> CompiledStateGraph:
-    scaffold, model, sandbox = graph_settings(config, context, executing=executing)
+def server_factory(build: GraphBuilder) -> Callable[[RunnableConfig, ServerRuntime], Any]:
+    """A langgraph.json factory around `build(scaffold, model, sandbox)`. The server calls factories on its
+    event loop; building reads files and probes the sandbox (blocking calls, which `langgraph dev` refuses
+    there), so it happens in a worker thread. A run's context is there only when the server builds the
+    graph to execute a run."""
+
+    async def factory(config: RunnableConfig, runtime: ServerRuntime) -> CompiledStateGraph:
+        run = runtime.execution_runtime
+        context = run.context if run is not None else None
+        executing = run is not None
+        return await asyncio.to_thread(lambda: build(*graph_settings(config, context, executing=executing)))
+
+    return factory
+
+
+def domain_agent_graph(scaffold: str, model: str | BaseChatModel, sandbox: str) -> CompiledStateGraph:
     return create_domain_agent(scaffold, model=model, sandbox=sandbox, name="domain_agent")
+
+
+make_graph = server_factory(domain_agent_graph)
 
 
 def graph_settings(
