@@ -22,11 +22,16 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph_sdk.runtime import ServerRuntime
 
 from recreate.agent.factory import create_domain_agent
+from recreate.agent.local import is_local_spec
 from recreate.agent.state import context_value
 from recreate.config import load_settings
 
 DEFAULT_SCAFFOLD = Path(__file__).resolve().parents[2] / "scaffolds" / "minimal"
 NO_MODEL = "no model: set RECREATE_MODEL (e.g. openai:gpt-4.1-mini) or pass the run's context.model"
+SERVE_LOCAL = (
+    "model {model!r}: a LangGraph server does not start model servers of its own; serve the model "
+    "(`recreate model serve --detach`) and set RECREATE_MODEL to the NAME@URL it prints"
+)
 
 
 class _NoModel(BaseChatModel):
@@ -85,4 +90,6 @@ def graph_settings(
     model = setting("model", settings.model)
     if not model and executing:
         raise ValueError(NO_MODEL)
+    if is_local_spec(model):  # create_domain_agent would hand back a context manager, not a graph
+        raise ValueError(SERVE_LOCAL.format(model=model))
     return str(scaffold), model or _NoModel(), setting("sandbox", settings.sandbox)
