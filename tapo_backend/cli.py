@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 import yaml
@@ -100,10 +101,17 @@ def train(
     DOMAIN's training tasks against the served embedded model, train on what it did, serve the new
     policy and repeat, measuring held-out pass@1 after every iteration."""
     if online:
+        from recreate.finetune.cli import given_settings
+        from tapo_backend.config import settings_file
+
+        given = given_settings(
+            settings_file(config_file), algo=algo, lr=lr, max_steps=max_steps, epochs=epochs, dtype=dtype,
+            on_mismatch=on_mismatch, strict=strict or None, max_length=max_length,
+        )  # fmt: skip
         _train_online(
-            domain, data, evaluator, scaffold, algo=algo or "tapo", lr=lr, steps=max_steps,
-            iterations=iterations, group_size=group_size, tasks_per_iteration=tasks_per_iteration,
-            max_staleness=max_staleness, run_name=run_name,
+            domain, data, evaluator, scaffold, train=given, dry_run=dry_run, run_name=run_name,
+            output_dir=output_dir, iterations=iterations, group_size=group_size,
+            tasks_per_iteration=tasks_per_iteration, max_staleness=max_staleness,
         )  # fmt: skip
         return
     if logs is None or model is None:
@@ -148,8 +156,19 @@ def train(
 
 
 def _train_online(
-    domain: str | None, data: Path | None, evaluator: str | None, scaffold: Path | None, **options
+    domain: str | None,
+    data: Path | None,
+    evaluator: str | None,
+    scaffold: Path | None,
+    *,
+    train: dict[str, Any],
+    dry_run: bool,
+    run_name: str | None,
+    output_dir: str | None,
+    **loop: Any,
 ) -> None:
+    """--online: `train` holds the TrainConfig settings (the --config file's, the options given on top);
+    its `seed` seeds the whole run (task order, rollouts, trainer)."""
     missing = [
         name
         for name, value in (("--domain", domain), ("--data", data), ("--scaffold", scaffold))
@@ -159,22 +178,28 @@ def _train_online(
         raise typer.BadParameter(f"--online needs {', '.join(missing)}")
     from recreate.config import load_settings
     from recreate.domains import get_domain
-    from recreate.finetune.online import OnlineConfig, online_train
+    from recreate.finetune.cli import print_settings
+    from recreate.finetune.online import OnlineConfig, online_train, resolved_settings
     from recreate.scaffold import load_scaffold
 
     settings = load_settings()
+    train = dict(train)
+    config = OnlineConfig(**loop, seed=train.pop("seed", OnlineConfig.seed), train=train)
     dom = get_domain(domain, data=data, **({"evaluator": evaluator} if evaluator else {}))
-    config = OnlineConfig(
-        iterations=options["iterations"], group_size=options["group_size"],
-        tasks_per_iteration=options["tasks_per_iteration"], max_staleness=options["max_staleness"],
-        algo=options["algo"], **({"lr": options["lr"]} if options["lr"] else {}),
-        **({"steps_per_iteration": options["steps"]} if options["steps"] else {}),
-    )  # fmt: skip
-    run_dir = settings.home / "tapo" / (options["run_name"] or f"online-{dom.name}-{config.algo}")
+    algo = train.get("algo", config.algo)
+    run_dir = (
+        Path(output_dir) if output_dir else settings.home / "tapo" / (run_name or f"online-{dom.name}-{algo}")
+    )
+    resolved = resolved_settings(config, run_dir)  # a bad setting fails here, before any server starts
+    agent = load_scaffold(scaffold)
+    train_tasks, val_tasks = dom.tasks("train"), dom.tasks("val")
+    if dry_run:
+        note = f"run {run_dir}: {len(train_tasks)} training, {len(val_tasks)} held-out tasks"
+        print_settings(resolved, note, as_json=False)
+        return
     rows = online_train(
-        scaffold=load_scaffold(scaffold), domain=dom, train_tasks=dom.tasks("train"),
-        val_tasks=dom.tasks("val"), run_dir=run_dir, home=settings.home, config=config,
-        sandbox=settings.sandbox, log=console.print,
+        scaffold=agent, domain=dom, train_tasks=train_tasks, val_tasks=val_tasks, run_dir=run_dir,
+        home=settings.home, config=config, sandbox=settings.sandbox, log=console.print,
     )  # fmt: skip
     console.print(
         f"{len(rows) - 1} iterations; metrics: {run_dir / 'metrics.jsonl'}; policy: {rows[-1].policy}"

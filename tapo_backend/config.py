@@ -191,7 +191,7 @@ def command_config(
     """The TrainConfig of a command that trains (`recreate finetune`, evolve's fine-tuning step): its
     `defaults`, under the user's `settings` (a --config file with the options given on top), under what
     the command itself sets (`fixed`: paths, the logs' temperature; refused in the settings). LoRA's
-    alpha follows r (2r) unless set; epochs follow max_steps unless set (the steps are reached)."""
+    alpha follows r (2r) unless set; epochs follow max_steps unless set in either (the steps are reached)."""
     clash = sorted(set(settings) & set(fixed))
     if clash:
         raise ConfigError(f"{', '.join(clash)}: set by {command} itself; remove it from the --config file")
@@ -199,7 +199,7 @@ def command_config(
     lora = {**(defaults.get("lora") or {}), **(settings.get("lora") or {})}
     if lora:
         values["lora"] = {"alpha": 2 * lora.get("r", LoraSettings.r), **lora}
-    if "epochs" not in settings and values.get("max_steps"):
+    if "epochs" not in settings and "epochs" not in defaults and values.get("max_steps"):
         values["epochs"] = values["max_steps"]
     return _build(TrainConfig, values, "config")
 

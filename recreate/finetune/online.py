@@ -53,6 +53,13 @@ class OnlineConfig:
     concurrency: int = 4
     seed: int = 0
     loss: dict[str, Any] = field(default_factory=dict)
+    # TrainConfig settings over the trainer's defaults above (`tapo train --online --config`, TRL names
+    # mapped, with the options given on top); the loop sets the paths, temperature and seed itself
+    train: dict[str, Any] = field(default_factory=dict)
+
+
+# the OnlineConfig fields that are the trainer's defaults (`train` goes over them); the rest run the loop
+TRAINER_FIELDS = ("algo", "lr", "lora_r", "steps_per_iteration", "micro_batch_size", "max_length", "loss")
 
 
 @dataclass
@@ -158,17 +165,27 @@ def logprob_mismatch(dataset: Any, model_dir: Path, fresh_ids: set[str], limit: 
     return sum(gaps) / len(gaps) if gaps else None
 
 
-def _train_config(config: OnlineConfig, output_dir: Path, iteration: int) -> Any:
-    from tapo_backend.config import LoraSettings, TrainConfig
+def train_config(config: OnlineConfig, output_dir: Path, iteration: int) -> Any:
+    """The trainer's config of one iteration: the loop's trainer defaults, under `config.train`, under
+    what the loop sets itself (paths, the engine's temperature, the iteration's seed). One epoch over the
+    batch unless `train` sets `epochs`. Raises tapo_backend's ConfigError for a bad setting."""
+    from tapo_backend.config import command_config
 
-    return TrainConfig(
-        algo=config.algo, loss=dict(config.loss), lr=config.lr, epochs=1,
-        max_steps=config.steps_per_iteration,
-        micro_batch_size=config.micro_batch_size, max_length=config.max_length,
-        lora=LoraSettings(r=config.lora_r, alpha=2 * config.lora_r), seed=config.seed + iteration,
-        temperature=LOCAL_TEMPERATURE,
-        output_dir=str(output_dir), run_name=output_dir.name,
+    defaults = {
+        "algo": config.algo, "loss": dict(config.loss), "lr": config.lr, "epochs": 1,
+        "max_steps": config.steps_per_iteration, "micro_batch_size": config.micro_batch_size,
+        "max_length": config.max_length, "lora": {"r": config.lora_r},
+    }  # fmt: skip
+    return command_config(
+        defaults, config.train, "tapo train --online", temperature=LOCAL_TEMPERATURE,
+        output_dir=str(output_dir), run_name=output_dir.name, seed=config.seed + iteration,
     )  # fmt: skip
+
+
+def resolved_settings(config: OnlineConfig, run_dir: Path) -> dict[str, Any]:
+    """What a run of `config` uses: the loop's settings and the trainer's config (its first iteration's)."""
+    loop = {k: v for k, v in asdict(config).items() if k not in (*TRAINER_FIELDS, "train")}
+    return {"online": loop, "train": train_config(config, run_dir / "train" / "it-001", 1).to_dict()}
 
 
 def mean_metrics(path: Path) -> dict[str, float]:
@@ -200,6 +217,7 @@ def online_train(
     from tapo_backend.trainer import load_tokenizer, train
 
     hf_logging.disable_progress_bar()  # every iteration reloads weights: the loop shows its own progress
+    train_config(config, run_dir / "train", 0)  # a bad setting fails now, not after the first rollouts
     sandbox = resolve_sandbox(sandbox)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=1), encoding="utf-8")
@@ -229,8 +247,8 @@ def online_train(
                     policy_index=version.index, config=config, sandbox=sandbox,
                 )  # fmt: skip
                 batch = replay_batch(run_dir, iteration, version.index, config.max_staleness, config.lag)
-                train_config = _train_config(config, run_dir / "train" / f"it-{iteration:03d}", iteration)
-                dataset = dataset_for(train_config, batch, tokenizer)
+                it_config = train_config(config, run_dir / "train" / f"it-{iteration:03d}", iteration)
+                dataset = dataset_for(it_config, batch, tokenizer)
                 fresh = {t.trajectory_id for t in rollouts}
                 row = IterationRow(
                     iteration, version.name, 0.0, (0.0, 0.0),
@@ -241,7 +259,7 @@ def online_train(
                     logprob_mismatch=logprob_mismatch(dataset, version.hf_dir, fresh),
                 )  # fmt: skip
                 if dataset.examples:
-                    result = train(train_config, batch, str(version.hf_dir), dataset=dataset)
+                    result = train(it_config, batch, str(version.hf_dir), dataset=dataset)
                     row.metrics = mean_metrics(result.metrics_path)
                     version = policy.publish(result.final_dir)
                 elif iteration <= config.lag:

@@ -1,0 +1,118 @@
+"""`tapo train --online --config`: the same config file as offline (our keys and TRL names), options
+given on the command line over the file over the loop's defaults; --dry-run prints what it resolved."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from recreate.finetune.online import OnlineConfig, train_config
+from recreate.local import LOCAL_TEMPERATURE
+from tapo_backend import cli
+from tapo_backend.config import ConfigError, LoraSettings
+from tests.conftest import REPO
+
+ARITHMETIC = REPO / "examples" / "arithmetic"
+ONLINE = ["train", "--online", "--domain", "math", "--data", str(ARITHMETIC / "tasks.jsonl"),
+          "--scaffold", str(ARITHMETIC / "scaffold")]  # fmt: skip
+
+
+def run_tapo(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["tapo", *args])
+    try:
+        cli.main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def write(tmp_path: Path, text: str, name: str = "online.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_dry_run_prints_the_file_under_the_options(monkeypatch, capsys, recreate_home, tmp_path) -> None:
+    config = write(
+        tmp_path,
+        "learning_rate: 3.0e-5\nper_device_train_batch_size: 2\nepsilon: 0.3\nwarmup_steps: 2\n"
+        "lora: {r: 4}\nseed: 7\nmax_length: 512\n",
+    )
+    code, out, err = run_tapo(
+        monkeypatch, capsys, *ONLINE, "--config", str(config), "--lr", "1e-4", "--algo", "grpo",
+        "--iterations", "3", "--dry-run",
+    )  # fmt: skip
+    assert code == 0, err
+    shown = yaml.safe_load(out)
+    train, loop = shown["train"], shown["online"]
+    assert (train["lr"], train["algo"]) == (1e-4, "grpo")  # the options beat the file
+    assert (train["micro_batch_size"], train["warmup_steps"], train["max_length"]) == (2, 2, 512)  # file
+    assert train["loss"] == {"clip_low": 0.3, "clip_high": 0.3}  # TRL's epsilon (epsilon_high follows)
+    assert train["lora"] == {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": "all-linear"}
+    assert (train["max_steps"], train["epochs"]) == (OnlineConfig.steps_per_iteration, 1)  # the defaults
+    assert train["temperature"] == LOCAL_TEMPERATURE and train["seed"] == 7 + 1  # the loop's own
+    assert loop["iterations"] == 3 and loop["seed"] == 7 and loop["group_size"] == OnlineConfig.group_size
+    assert "online-math-grpo" in err and "training" in err
+    assert not (recreate_home / "tapo").exists()  # a dry run writes nothing
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("num_generations: 8\n", r"num_generations \(a TRL key\).*--group-size"),
+        ("optim: adamw_torch\n", "unknown config key.*optim.*known: .*lr"),
+        ("temperature: 1.0\n", "temperature: set by tapo train --online itself"),
+        ("learning_rate: 1.0e-5\nlr: 2.0e-5\n", "learning_rate .* and lr are both set"),
+        ("algo: ppo\n", "algo must be one of"),
+    ],
+)
+def test_a_bad_file_is_one_line_before_anything_starts(
+    monkeypatch, capsys, recreate_home, tmp_path, text, message
+) -> None:
+    code, out, err = run_tapo(monkeypatch, capsys, *ONLINE, "--config", str(write(tmp_path, text)))
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+    assert re.search(message, err), err
+    assert not (recreate_home / "tapo").exists() and not (recreate_home / "models").exists()
+
+
+def test_a_bad_option_value_is_refused_too(monkeypatch, capsys, recreate_home) -> None:
+    code, _, err = run_tapo(monkeypatch, capsys, *ONLINE, "--lr", "-1", "--dry-run")
+    assert code == 2 and "lr must be > 0" in err
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    file=st.fixed_dictionaries(
+        {},
+        optional={
+            "lr": st.sampled_from([1e-5, 2e-4]),
+            "max_steps": st.integers(1, 9),
+            "epochs": st.integers(1, 3),
+            "micro_batch_size": st.integers(1, 8),
+        },
+    ),
+    iteration=st.integers(0, 20),
+)
+def test_every_iteration_trains_with_the_file_over_the_defaults(file, iteration) -> None:
+    config = OnlineConfig(seed=3, train=file)
+    it = train_config(config, Path("/runs/x/train/it-002"), iteration)
+    defaults = {"lr": config.lr, "max_steps": config.steps_per_iteration, "epochs": 1,
+                "micro_batch_size": config.micro_batch_size}  # fmt: skip
+    for key, default in defaults.items():
+        assert getattr(it, key) == file.get(key, default)
+    assert it.seed == 3 + iteration and it.output_dir == "/runs/x/train/it-002"
+    assert it.lora == LoraSettings(r=config.lora_r, alpha=2 * config.lora_r)
+
+
+def test_the_loop_sets_what_it_owns() -> None:
+    for key in ("temperature", "output_dir", "run_name", "seed"):
+        with pytest.raises(ConfigError, match=f"{key}: set by tapo train --online itself"):
+            train_config(OnlineConfig(train={key: 1}), Path("/r"), 1)
