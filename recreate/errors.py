@@ -9,7 +9,7 @@ Python argument (`pass model='PROVIDER:MODEL'`); the command line shows the same
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,14 @@ class ArgumentError(ValueError):
         """The message with the command line's options; `flags` maps argument names whose option is not
         `--name-with-dashes` on the command at hand (e.g. {"agent_model": "--model"})."""
         return self._render({k: a.for_cli(flags or {}) for k, a in self.arguments.items()})
+
+    def renamed(self, name: str, to: str, flag: str | None = None) -> ArgumentError:
+        """The same error naming the argument `to` (option `flag`) where it named `name`: for a caller
+        that passed its own argument on under another name (its `agent_model` as `model`)."""
+        arguments = {
+            k: replace(a, name=to, flag=flag) if a.name == name else a for k, a in self.arguments.items()
+        }
+        return type(self)(self.template, **arguments)
 
     def _render(self, values: dict[str, str]) -> str:
         text = self.template

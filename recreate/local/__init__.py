@@ -15,9 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from recreate.errors import Arg
 from recreate.local.embedded import (
     EMBEDDED_NAME,
     LocalModel,
+    LocalModelArgumentError,
     LocalModelError,
     embedded_gguf,
     embedded_model,
@@ -36,6 +38,7 @@ __all__ = [
     "ENGINES",
     "LOCAL_SPEC",
     "LocalModel",
+    "LocalModelArgumentError",
     "LocalModelError",
     "LocalServer",
     "ServerInfo",
@@ -61,7 +64,10 @@ def resolve_local_model(home: Path, model: str | Path | None) -> LocalModel:
         return LocalModel(policy_version_name(path) or path.stem, gguf=path.absolute())
     if (path / "config.json").is_file():
         return LocalModel(path.name, hf_dir=path.absolute())
-    raise LocalModelError(f"--model {model}: not a .gguf file or an HF model directory (no config.json)")
+    raise LocalModelArgumentError(
+        "{model}: not a .gguf file or an HF model directory (no config.json)",
+        model=Arg("model", repr(str(model)), str(model)),
+    )
 
 
 def find_server(home: Path, engine: str | None = None, model: str | None = None) -> ServerInfo | None:

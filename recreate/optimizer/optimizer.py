@@ -32,6 +32,7 @@ from recreate.experience.schema import Trajectory
 from recreate.models import (
     Budget,
     BudgetExceeded,
+    ModelSpecError,
     UsageLedger,
     make_chat_model,
     price_overrides,
@@ -45,6 +46,17 @@ from recreate.scaffold import Scaffold, ScaffoldStore, load_scaffold
 
 class EvolveError(ArgumentError):
     """A run that cannot start as asked (bad sets, unknown run id); the message names the fix."""
+
+
+MODEL_OPTIONS = {"agent_model": "--model", "optimizer_model": "--optimizer-model"}  # `recreate evolve`'s
+
+
+def _chat_model(spec: str, argument: str, base_url: str | None, **options: Any) -> BaseChatModel:
+    """make_chat_model, its errors naming `argument` (what the caller passed the spec as), not `model`."""
+    try:
+        return make_chat_model(spec, base_url=base_url, **options)
+    except ModelSpecError as exc:
+        raise exc.renamed("model", argument, MODEL_OPTIONS[argument]) from None
 
 
 class ReCreateOptimizer:
@@ -70,6 +82,9 @@ class ReCreateOptimizer:
         `agent_spec`: how to reach the agent model again after the run, when `agent_model` is a server
         started for it (`local`); the result's `model` (default: `agent_model` as a spec)."""
         self.settings = load_settings(home=home)
+        for argument, model in (("agent_model", agent_model), ("optimizer_model", optimizer_model)):
+            if isinstance(model, str):  # a spec that cannot work fails here, naming the argument
+                _chat_model(model, argument, self.settings.base_url)
         self.settings.prices = {**self.settings.prices, **(prices or {})}
         price_overrides(self.settings.prices)  # a malformed price fails here, not in the middle of the run
         models = {"agent": _model_spec(agent_model), "optimizer": _model_spec(optimizer_model)}
@@ -88,7 +103,7 @@ class ReCreateOptimizer:
 
     def _model(self, spec: str | BaseChatModel, role: str, ledger: UsageLedger) -> BaseChatModel:
         if isinstance(spec, str):
-            return make_chat_model(spec, role=role, ledger=ledger, base_url=self.settings.base_url)
+            return _chat_model(spec, "optimizer_model", self.settings.base_url, role=role, ledger=ledger)
         from recreate.models import LedgerCallback
 
         # a copy with the ledger among its own callbacks: a with_config binding loses them at bind_tools

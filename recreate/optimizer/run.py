@@ -119,15 +119,18 @@ def optimize(
             models = serve_models(
                 stack, settings.home, run_dir, agent, optimizer, config.max_concurrency, finetune, why, log
             )
-            opt = ReCreateOptimizer(
-                **models,
-                budget=budget,
-                sandbox=sandbox or settings.sandbox,
-                max_concurrency=config.max_concurrency,
-                home=settings.home,
-                config=config,
-                prices=prices,
-            )
+            try:
+                opt = ReCreateOptimizer(
+                    **models,
+                    budget=budget,
+                    sandbox=sandbox or settings.sandbox,
+                    max_concurrency=config.max_concurrency,
+                    home=settings.home,
+                    config=config,
+                    prices=prices,
+                )
+            except ArgumentError as exc:  # optimize() takes the agent's model as `model`
+                raise exc.renamed("agent_model", "model") from None
             return opt.optimize(
                 seed=seed,
                 domain=domain,

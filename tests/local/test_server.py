@@ -89,8 +89,11 @@ def test_a_server_that_exits_at_once_is_reported_with_its_log(tmp_path):
 
 
 def test_a_bad_model_path_names_the_option(tmp_path):
-    with pytest.raises(LocalModelError, match="--model .*not a .gguf file or an HF model directory"):
+    with pytest.raises(
+        LocalModelError, match="^model='.*missing': not a .gguf file or an HF model dir"
+    ) as caught:
         start_server(tmp_path, model=tmp_path / "missing")
+    assert caught.value.for_cli().startswith(f"--model {tmp_path / 'missing'}: not a .gguf file")
 
 
 def test_servers_get_no_api_keys(local_extra, tmp_path, monkeypatch):
@@ -113,7 +116,10 @@ def test_a_port_in_use_is_refused_not_taken_for_the_new_server(tmp_path: Path) -
             [sys.executable, "-c", "import time; time.sleep(60)"],
             engine="fake", model="m", port=port, home=tmp_path, tool_calls=False,
         )  # fmt: skip
-        with pytest.raises(LocalModelError, match=rf"port {port} on 127.0.0.1 is already in use.*--port"):
+        with pytest.raises(
+            LocalModelError, match=rf"port {port} on 127.0.0.1 is already in use.* port"
+        ) as caught:
             server.start()
+        assert "choose another --port, or leave --port out" in caught.value.for_cli()
     assert server.process is None and not server.state_file.exists()
     assert running_servers(tmp_path) == []
