@@ -8,8 +8,10 @@ _EXPORTS = {
     "Rollouts": "recreate.evaluation.rollout",
     "run_task": "recreate.evaluation.rollout",
     "run_tasks": "recreate.evaluation.rollout",
+    "GateResult": "recreate.evaluation.stats",
     "Summary": "recreate.evaluation.metrics",
-    "bootstrap_ci": "recreate.evaluation.metrics",
+    "paired_gate": "recreate.evaluation.stats",
+    "bootstrap_ci": "recreate.evaluation.stats",
     "summarize": "recreate.evaluation.metrics",
 }
 __all__ = sorted(_EXPORTS)

@@ -9,21 +9,8 @@ from typing import Any
 import numpy as np
 
 from recreate.evaluation.errors import ERROR_KEY, is_rollout_error
+from recreate.evaluation.stats import bootstrap_ci
 from recreate.experience.schema import Trajectory
-
-
-def bootstrap_ci(
-    values: list[float], *, iterations: int = 2000, confidence: float = 0.95, seed: int = 0
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean (resampling tasks); (nan, nan) for no values."""
-    if not values:
-        return float("nan"), float("nan")
-    data = np.asarray(values, dtype=float)
-    rng = np.random.default_rng(seed)
-    means = data[rng.integers(0, len(data), size=(iterations, len(data)))].mean(axis=1)
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(means, [tail, 100 - tail])
-    return float(low), float(high)
 
 
 @dataclass

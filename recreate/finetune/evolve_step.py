@@ -20,18 +20,44 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from recreate import progress
+from recreate.domains.base import Task
+from recreate.evaluation.stats import paired_gate
+from recreate.experience.schema import Trajectory
 from recreate.finetune.online import mean_metrics
 from recreate.finetune.policy import LORA_LR, ServedPolicy
 from recreate.local import LOCAL_TEMPERATURE
-from recreate.optimizer import progress
-from recreate.optimizer.gate import paired_gate
+from recreate.scaffold import Scaffold, ScaffoldStore
 
-if TYPE_CHECKING:
-    from recreate.optimizer.loop import EvolveLoop, EvolveState
+EvolveState = Mapping[str, Any]  # the loop's state: round, current (HEAD's ref), model, results
+
+
+class GatedConfig(Protocol):
+    min_improvement: float
+
+
+class EvolveLoop(Protocol):
+    """What the step uses of the evolve loop (`recreate.optimizer.loop.EvolveLoop`, one floor up)."""
+
+    scaffolds: ScaffoldStore
+    valset: list[Task]
+    held_out: frozenset[str]
+    tasks: dict[str, Task]
+    run_dir: Path
+    config: GatedConfig
+
+    def seed_of(self, *parts: object) -> int: ...
+
+    def run_all(self, jobs: list[tuple[Scaffold, Task, int]]) -> list[Trajectory]: ...
+
+    def evaluate(
+        self, scaffold: Scaffold, gate_round: tuple[str, int], *, runs: int | None = None
+    ) -> tuple[dict[str, float], list[str]]: ...
 
 
 @dataclass

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from recreate.domains.base import Domain, Task
-from recreate.evaluation.metrics import bootstrap_ci
+from recreate.evaluation.stats import bootstrap_ci
 from recreate.experience.schema import Trajectory, load_trajectory
 from recreate.finetune.online import OnlineConfig, pass_at_1, run_rollouts
 from recreate.finetune.policy import LORA_LR, ServedPolicy

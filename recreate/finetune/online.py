@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from recreate.domains.base import Domain, Task
-from recreate.evaluation.metrics import bootstrap_ci
+from recreate.evaluation.stats import bootstrap_ci
 from recreate.experience.schema import Trajectory
 from recreate.finetune.policy import LORA_LR, ServedPolicy
 from recreate.local import LOCAL_TEMPERATURE, ServerInfo, local_agent_options

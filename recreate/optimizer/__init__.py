@@ -14,12 +14,10 @@ _EXPORTS = {
     "EvolveError": "recreate.optimizer.optimizer",
     "EvolveLoop": "recreate.optimizer.loop",
     "EvolveResult": "recreate.runs",
-    "GateResult": "recreate.optimizer.gate",
     "Proposal": "recreate.optimizer.proposals",
     "ReCreateOptimizer": "recreate.optimizer.optimizer",
     "SizeBudget": "recreate.optimizer.synthesis",
     "optimize": "recreate.optimizer.run",
-    "paired_gate": "recreate.optimizer.gate",
 }
 __all__ = sorted(_EXPORTS)
 

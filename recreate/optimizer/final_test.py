@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from recreate.optimizer import progress
-from recreate.optimizer.gate import mean_interval, paired_gate
+from recreate import progress
+from recreate.evaluation.stats import mean_interval, paired_gate
 
 if TYPE_CHECKING:
     from recreate.optimizer.loop import EvolveLoop, EvolveState

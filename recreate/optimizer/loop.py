@@ -34,6 +34,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 from typing_extensions import TypedDict  # pydantic (LangGraph server schemas) needs it on 3.11
 
+from recreate import progress
 from recreate.domains.base import Domain, Task
 from recreate.evaluation.errors import (
     MachineDown,
@@ -44,7 +45,6 @@ from recreate.evaluation.errors import (
 )
 from recreate.experience.schema import Trajectory
 from recreate.models import BudgetExceeded
-from recreate.optimizer import progress
 from recreate.optimizer.counters import memory_votes
 from recreate.optimizer.final_test import final_test
 from recreate.optimizer.proposals import Proposal

@@ -1,12 +1,12 @@
 """The scaffold gate of a round: the round's patch becomes a candidate version (committed without moving
 HEAD), and the candidate faces its parent on the validation tasks with the round's fresh seeds (the
-paired bootstrap rule of `gate.paired_gate`); HEAD moves only when it holds up."""
+paired bootstrap rule of `recreate.evaluation.stats.paired_gate`); HEAD moves only when it holds up."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from recreate.optimizer.gate import paired_gate
+from recreate.evaluation.stats import paired_gate
 from recreate.optimizer.synthesis import scaffold_size
 from recreate.scaffold import VersionInfo, ops_to_json
 

@@ -31,7 +31,7 @@ def print_summary(
         print_finetune_steps(console, result.models)
     print_reflections(console, result)
     if result.test:
-        from recreate.optimizer.progress import test_line
+        from recreate.progress import test_line
 
         console.print(
             f"final test ({result.test['tasks']} test tasks x {result.test['seeds']} seeds, pass@1, 95% CI): "

@@ -85,7 +85,7 @@ def _directory_trajectory() -> Trajectory:
 
 def _record_model_step(home: Path, run_id: str, trained: bool) -> None:
     """The fine-tuning step after round 2 in result.json, as the loop writes it (see the docstring)."""
-    from recreate.optimizer import paired_gate
+    from recreate.evaluation import paired_gate
 
     run_dir = home / "runs" / run_id
     doc = json.loads((run_dir / "result.json").read_text())

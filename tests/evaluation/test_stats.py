@@ -1,7 +1,7 @@
 """The gate's stated rule: a paired bootstrap of the mean improvement, accept when its 95% lower bound is
 above --min-improvement; a tie goes to the smaller scaffold."""
 
-from recreate.optimizer.gate import paired_gate
+from recreate.evaluation.stats import paired_gate
 
 
 def test_a_reliable_improvement_is_accepted_with_its_interval_and_n():

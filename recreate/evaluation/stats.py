@@ -1,13 +1,19 @@
-"""The gate: a candidate version is accepted only if it beats its parent on held-out tasks, by a test.
+"""The statistics of every decision and report: bootstrap intervals and the gate (scaffold and model).
 
-The rule. Both versions are scored on the same validation tasks with the same seeds (`--val-seeds` runs
-per task), so every (task, seed) is a pair. Per task, the improvement is the mean over its seeds of
-candidate − parent. A paired percentile bootstrap (tasks resampled with replacement — seeds of one task
-stay together, being correlated — 2000 resamples, a fixed seed) gives a 95% interval of the mean
+The gate: a candidate version is accepted only if it beats its parent on held-out tasks, by a test.
+Both versions are scored on the same validation tasks with the same seeds (`--val-seeds` runs per task),
+so every (task, seed) is a pair. Per task, the improvement is the mean over its seeds of candidate −
+parent. A percentile bootstrap of the mean over tasks (tasks resampled with replacement — seeds of one
+task stay together, being correlated — 2000 resamples, a fixed seed) gives a 95% interval of the mean
 improvement. The candidate is accepted when the interval's lower bound is above `min_improvement`
 (default 0: the improvement must be reliably positive). A tie — a mean improvement of exactly zero — goes
 to the smaller scaffold: the candidate is accepted only if it is smaller than its parent. Pairs where
 either version hit an endpoint error are not scores and are left out (see `recreate.evaluation.errors`).
+
+The bootstrap is `scipy.stats.bootstrap` (percentile method). It resamples observations, not ragged
+groups, so the task grouping and the pairing are done first: the unit it resamples is one task's mean
+paired difference. Used by the optimizer's scaffold gate, the fine-tuning step's model gate, the final
+test and the evaluation summaries alike.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 
 import numpy as np
+from scipy.stats import bootstrap
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000
@@ -61,7 +68,7 @@ def paired_gate(
         return GateResult(False, reason, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, min_improvement)
     per_task = _per_task({key: candidate[key] - parent[key] for key in keys})
     improvement = float(per_task.mean())
-    low, high = _interval(per_task, seed)
+    low, high = bootstrap_ci(per_task, seed=seed)
     diffs = [candidate[k] - parent[k] for k in keys]
     wins, losses = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
     smaller = candidate_size is not None and parent_size is not None and candidate_size < parent_size
@@ -106,17 +113,24 @@ def _per_task(scores: dict[str, float]) -> np.ndarray:
     return np.array([np.mean(v) for _, v in sorted(by_task.items())])
 
 
-def _interval(per_task: np.ndarray, seed: int) -> tuple[float, float]:
-    """The percentile bootstrap interval of the mean over tasks (tasks resampled with replacement)."""
+def bootstrap_ci(
+    values: list[float] | np.ndarray, *, confidence: float = CONFIDENCE, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean (`RESAMPLES` resamples of the values); (nan, nan) for no
+    values, (x, x) for one (nothing to resample)."""
+    data = np.asarray(values, dtype=float)
+    if data.size < 2:
+        return (float(data[0]), float(data[0])) if data.size else (float("nan"), float("nan"))
     rng = np.random.default_rng(seed)
-    means = per_task[rng.integers(0, len(per_task), size=(RESAMPLES, len(per_task)))].mean(axis=1)
-    tail = (1 - CONFIDENCE) / 2 * 100
-    low, high = (float(x) for x in np.percentile(means, [tail, 100 - tail]))
-    return low, high
+    result = bootstrap(
+        (data,), np.mean, n_resamples=RESAMPLES, confidence_level=confidence, method="percentile", rng=rng
+    )
+    interval = result.confidence_interval
+    return float(interval.low), float(interval.high)
 
 
 def mean_interval(scores: dict[str, float], *, seed: int = 0) -> tuple[float, float, float]:
     """The mean of `scores` (keys as in `paired_gate`) with its 95% interval, bootstrapped as the gate's."""
     if not scores:
         return 0.0, 0.0, 0.0
-    return (float(np.mean(list(scores.values()))), *_interval(_per_task(scores), seed))
+    return (float(np.mean(list(scores.values()))), *bootstrap_ci(_per_task(scores), seed=seed))

@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
+from recreate import progress
 from recreate.experience.schema import Evaluation, Outcome, Trajectory
-from recreate.optimizer import progress
 
 
 @pytest.fixture
