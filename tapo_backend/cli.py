@@ -228,7 +228,8 @@ def serve(
     print_only: bool = typer.Option(False, "--print-command", help="Print the vLLM command, start nothing."),
 ) -> None:
     """Serve a trained model with vLLM's OpenAI-compatible server (a separate process)."""
-    from tapo_backend.serve import VLLMServer, vllm_command
+    from recreate.local.vllm import vllm_command
+    from tapo_backend.serve import VLLMServer
 
     command = vllm_command(model, adapter=adapter, host=host, port=port, python=python)
     if print_only:

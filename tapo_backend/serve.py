@@ -3,12 +3,12 @@
 vLLM is not a dependency of this package: it runs as a separate process, usually from its own
 environment (`--python /path/to/vllm-env/bin/python`), and agents reach it over the OpenAI API
 (`base_url`). A LoRA adapter is served on top of its base model (`--enable-lora --lora-modules`), or
-merged into it first with `merge_lora` for a plain model directory.
+merged into it first with `merge_lora` for a plain model directory. The command line comes from
+`recreate.local.vllm.vllm_command`, the one home of how vLLM is started (the training loop's engine too).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -19,56 +19,7 @@ from typing import Any
 
 import httpx
 
-VLLM_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
-# vLLM accepts only these values for --max-lora-rank; an adapter of rank r needs the next one up.
-VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
-
-
-class ServeError(RuntimeError):
-    """The server could not be started or did not become ready; the message carries its log tail."""
-
-
-def adapter_rank(adapter: str | Path) -> int:
-    config = Path(adapter) / "adapter_config.json"
-    if not config.is_file():
-        raise ServeError(f"{adapter} is not a LoRA adapter directory (no adapter_config.json)")
-    return int(json.loads(config.read_text(encoding="utf-8"))["r"])
-
-
-def max_lora_rank(rank: int) -> int:
-    """The smallest `--max-lora-rank` vLLM accepts that holds adapters of rank `rank`."""
-    allowed = next((r for r in VLLM_LORA_RANKS if r >= rank), None)
-    if allowed is None:
-        raise ServeError(f"LoRA rank {rank} is above vLLM's largest max-lora-rank {VLLM_LORA_RANKS[-1]}")
-    return allowed
-
-
-def vllm_command(
-    model: str | Path,
-    *,
-    adapter: str | Path | None = None,
-    adapter_name: str = "tapo",
-    lora_rank: int | None = None,
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    python: str = "python",
-    served_model_name: str | None = None,
-    extra_args: Sequence[str] = (),
-) -> list[str]:
-    """The command line of a vLLM OpenAI-compatible server for `model` (+ a LoRA adapter).
-
-    `lora_rank` enables LoRA without a startup adapter, for adapters of up to that rank loaded later at
-    runtime (`recreate.local.vllm.load_adapter`); with `adapter` the larger of the two ranks counts."""
-    command = [python, "-m", VLLM_SERVER_MODULE, "--model", str(model), "--host", host, "--port", str(port)]
-    if served_model_name:
-        command += ["--served-model-name", served_model_name]
-    if adapter is not None or lora_rank is not None:
-        rank = max(adapter_rank(adapter) if adapter is not None else 1, lora_rank or 1)
-        command.append("--enable-lora")
-        if adapter is not None:
-            command += ["--lora-modules", f"{adapter_name}={Path(adapter).resolve()}"]
-        command += ["--max-lora-rank", str(max_lora_rank(rank))]
-    return [*command, *extra_args]
+from recreate.local.vllm import ServeError, adapter_rank
 
 
 class VLLMServer:

