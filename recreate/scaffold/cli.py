@@ -11,6 +11,7 @@ from rich.table import Table
 
 from recreate.cli_options import emit_json, home_option, json_option
 from recreate.console import make_console
+from recreate.sandbox import get_sandbox
 from recreate.scaffold.errors import ScaffoldValidationError
 from recreate.scaffold.files import write_dir
 from recreate.scaffold.load import load_scaffold
@@ -62,7 +63,7 @@ def validate(
     """Check a scaffold; list every problem with its file and field (exit 1 if any)."""
     try:
         scaffold = _load(source, store)
-        validate_scaffold(scaffold, sandbox=sandbox)
+        validate_scaffold(scaffold, sandbox=get_sandbox(sandbox) if sandbox else None)
     except ScaffoldValidationError as exc:
         _report_problems(exc)
         raise typer.Exit(1) from None
@@ -142,7 +143,8 @@ def apply(
     """Apply edit ops to a stored version and store the result as its child (all or nothing)."""
     text = sys.stdin.read() if ops_file == "-" else Path(ops_file).read_text(encoding="utf-8")
     try:
-        info = _store(store).apply(ref, text, sandbox=sandbox, message=message)
+        box = get_sandbox(sandbox) if sandbox else None
+        info = _store(store).apply(ref, text, sandbox=box, message=message)
     except ScaffoldValidationError as exc:
         _report_problems(exc)
         raise typer.Exit(1) from None

@@ -335,7 +335,7 @@ def apply(
     scaffold: Scaffold,
     ops: Any,
     *,
-    sandbox: Sandbox | str | None = None,
+    sandbox: Sandbox | None = None,
     bounds: Bounds | None = None,
     spec: SandboxSpec | None = None,
 ) -> Scaffold:

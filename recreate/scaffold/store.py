@@ -210,7 +210,7 @@ class ScaffoldStore:
         *,
         rationale: str = "",
         message: str = "",
-        sandbox: Sandbox | str | None = None,
+        sandbox: Sandbox | None = None,
         spec: SandboxSpec | None = None,
         bounds: Bounds | None = None,
         set_head: bool = True,
@@ -220,7 +220,7 @@ class ScaffoldStore:
         ops = parse_ops(ops)
         base = self.load(ref)
         new = apply(base, ops, sandbox=sandbox, bounds=bounds, spec=spec)
-        checked = sandbox if isinstance(sandbox, str) else getattr(sandbox, "name", None)
+        checked = sandbox.name if sandbox is not None else None
         return self.commit(
             new,
             parent=base.ref,

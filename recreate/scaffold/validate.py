@@ -4,7 +4,9 @@ Static checks (always): templates parse and render under StrictUndefined with sa
 instance template uses {{ task }}, limits and sizes inside `Bounds`, names and ids unique and
 well-formed, tool argument schemas valid, Python tool code compiles (compile() only parses).
 Sandbox checks (when a sandbox is given, for every tool without static problems): shell tools pass
-`bash -n` and every tool's smoke test passes, each tool in a fresh session.
+`bash -n` and every tool's smoke test passes, each tool in a fresh session. The sandbox is an opened
+backend object: naming one ("bwrap") is resolved by the caller (`recreate.sandbox.get_sandbox`), so this
+package sits below the sandbox registry and imports only its base types.
 All problems are collected, then raised together.
 """
 
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING
 import jsonschema
 from jinja2 import TemplateSyntaxError
 
-from recreate.sandbox import SandboxSpec, resolve_sandbox
+from recreate.sandbox.base import SandboxSpec
 from recreate.scaffold.errors import Problem, ScaffoldError, ScaffoldValidationError
 from recreate.scaffold.files import MEMORY_FILE, SCAFFOLD_FILE, TOOL_FILE, TOOLS_DIR
 from recreate.scaffold.model import RESERVED_TOOL_NAMES, TOOL_ROOT, Scaffold, Tool
@@ -52,7 +54,7 @@ class Bounds:
 
 def validate_scaffold(
     scaffold: Scaffold,
-    sandbox: Sandbox | str | None = None,
+    sandbox: Sandbox | None = None,
     bounds: Bounds | None = None,
     spec: SandboxSpec | None = None,
 ) -> None:
@@ -223,9 +225,10 @@ def install_tools(session: Session, tools: list[Tool], root: str = TOOL_ROOT) ->
 
 
 def sandbox_problems(
-    scaffold: Scaffold, sandbox: Sandbox | str, bounds: Bounds, spec: SandboxSpec | None = None
+    scaffold: Scaffold, box: Sandbox, bounds: Bounds, spec: SandboxSpec | None = None
 ) -> list[Problem]:
-    box = resolve_sandbox(sandbox)
+    if isinstance(box, str):
+        raise TypeError(f"sandbox={box!r}: pass a Sandbox object, e.g. recreate.sandbox.get_sandbox({box!r})")
     timeout = min(scaffold.limits.command_timeout_s, bounds.smoke_timeout_s)
     problems = []
     for tool in scaffold.tools:

@@ -34,13 +34,13 @@ SHELL_CODE = (
 
 def sandbox_problems(scaffold, **kwargs) -> list[str]:
     with pytest.raises(ScaffoldValidationError) as info:
-        validate_scaffold(scaffold, sandbox="bwrap", **kwargs)
+        validate_scaffold(scaffold, sandbox=get_sandbox("bwrap"), **kwargs)
     return [str(p) for p in info.value.problems]
 
 
 def test_seed_tools_pass_their_smoke_tests():
     for seed in ("minimal", "math", "ds1000"):
-        validate_scaffold(load_scaffold(SEEDS / seed), sandbox="bwrap")
+        validate_scaffold(load_scaffold(SEEDS / seed), sandbox=get_sandbox("bwrap"))
 
 
 def test_python_and_shell_tools_pass(scaffold):
@@ -100,7 +100,8 @@ def test_store_refuses_a_tool_whose_smoke_test_fails(tmp_path, scaffold):
     store.commit(scaffold)
     before = tree_snapshot(store.root)
     with pytest.raises(ScaffoldValidationError, match="smoke test exited 1"):
-        store.apply("demo", [UpdateTool(name="echo_text", code="print(undefined_name)\n")], sandbox="bwrap")
+        broken = UpdateTool(name="echo_text", code="print(undefined_name)\n")
+        store.apply("demo", [broken], sandbox=get_sandbox("bwrap"))
     assert tree_snapshot(store.root) == before
     good = AddTool(
         name="louder",
@@ -108,7 +109,7 @@ def test_store_refuses_a_tool_whose_smoke_test_fails(tmp_path, scaffold):
         smoke=SmokeTest(args={"text": "x"}, expect="echo: x"),
         code=scaffold.tools[0].code,
     )
-    info = store.apply("demo", [good], sandbox="bwrap")
+    info = store.apply("demo", [good], sandbox=get_sandbox("bwrap"))
     assert info.validated == {"static": True, "sandbox": "bwrap"}
 
 
@@ -126,3 +127,9 @@ def test_sound_tools_are_smoke_tested_beside_static_problems():
         "tools/failing/tool.yaml",
         "tools/untested/main.sh",
     ]
+
+
+def test_a_sandbox_given_by_name_is_refused_naming_the_resolver() -> None:
+    """The scaffold package does not pick backends: the caller resolves a name (one floor up)."""
+    with pytest.raises(TypeError, match=r"recreate\.sandbox\.get_sandbox\('bwrap'\)"):
+        validate_scaffold(make_scaffold(tools=[echo_tool()]), sandbox="bwrap")  # type: ignore[arg-type]
