@@ -6,4 +6,4 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # any Python 3 can run the builder; the venv itself is based on a system Python 3.11 (see find_python)
-exec "$(command -v python3)" "$repo/recreate/domains/ds1000_env.py" "$@"
+exec "$(command -v python3)" "$repo/recreate/domains/ds1000/env.py" "$@"

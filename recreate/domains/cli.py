@@ -1,4 +1,5 @@
-"""`recreate domain ...`: list the built-in domains, self-test an evaluation setup, build DS-1000's env."""
+"""`recreate domain ...`: list the built-in domains, self-test an evaluation setup, set up a domain's
+environment and build its tasks (the per-domain parts live in each domain's cli.py)."""
 
 from __future__ import annotations
 
@@ -136,20 +137,17 @@ def setup_command(
     home: Path | None = home_option(),
 ) -> None:
     """Build a domain's evaluation environment (idempotent): ds1000's, or a venv per repo requirement set."""
-    from recreate.domains.ds1000_env import default_env_path, ensure_env
-
     domain_class(domain)
     if domain == "repo":
-        from recreate.domains.repo_cli import setup_repo
+        from recreate.domains.repo.cli import setup_repo
 
         setup_repo(data, console)
-        return
-    if domain != "ds1000":
+    elif domain == "ds1000":
+        from recreate.domains.ds1000.cli import setup_ds1000
+
+        setup_ds1000(path, python, console)
+    else:
         typer.echo(f"domain {domain!r} needs no environment setup")
-        return
-    target = path or default_env_path(load_settings().home)
-    ready = ensure_env(target, python=python, echo=console.print)
-    console.print(f"DS-1000 environment ready: {ready}", soft_wrap=True)
 
 
 @app.command("build")
@@ -172,7 +170,7 @@ def build_command(
     domain_class(domain)
     if domain != "repo":
         raise typer.BadParameter(f"domain {domain!r} has no task builder; only repo has", param_hint="DOMAIN")
-    from recreate.domains.repo_cli import build_repo
+    from recreate.domains.repo.cli import build_repo
 
     options = {"model": model, "sandbox": sandbox, "install": tuple(install), "timeout": timeout}
     build_repo(source, out, n=n, seed=prefer(random_seed, seed, "--random-seed") or 0, **options)

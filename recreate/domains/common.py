@@ -21,7 +21,6 @@ from recreate.sandbox import fresh_session
 from recreate.sandbox.base import Result, Sandbox, SandboxSpec, Session
 
 MAX_SUBMISSION_BYTES = 256 * 1024  # a real answer or solution is far smaller; beyond this it is junk
-CHECKS_DIR = Path(__file__).parent / "checks"  # standalone scripts that run inside sandboxes
 
 
 class DomainDataError(ValueError):
@@ -183,18 +182,19 @@ class CheckRun:
 def run_check(
     sandbox: Sandbox,
     spec: SandboxSpec,
-    script: str,
+    script: Path,
     files: dict[str, str | bytes],
     command: str,
     timeout: float,
 ) -> CheckRun:
-    """Run a checker script from CHECKS_DIR in a fresh session. The checker reads the per-run marker
-    from `marker.txt` (deleted before judged code runs) and prints `<marker> <json>` lines, merged in
-    order into the report, so output of the judged code cannot pose as the verdict by accident."""
+    """Run a checker script (a file of a domain's checks/ folder) in a fresh session. The checker reads
+    the per-run marker from `marker.txt` (deleted before judged code runs) and prints `<marker> <json>`
+    lines, merged in order into the report, so output of the judged code cannot pose as the verdict by
+    accident."""
     marker = "RECREATE-VERDICT-" + secrets.token_hex(8)
     try:
         with fresh_session(sandbox, spec) as session:
-            session.put("check.py", (CHECKS_DIR / script).read_bytes())
+            session.put("check.py", script.read_bytes())
             session.put("marker.txt", marker)
             for name, data in files.items():
                 session.put(name, data)

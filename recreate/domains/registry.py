@@ -9,10 +9,11 @@ from typing import Any
 
 from recreate.domains.base import Domain
 
-# name -> (module, class, one-line summary); imported lazily so `recreate --help` stays fast
+# name -> (package, class, one-line summary); imported lazily so `recreate --help` stays fast. A new
+# built-in domain: a package recreate/domains/<name>/ (domain, checks/, env, cli as it needs) + a row here
 BUILTIN_DOMAINS: dict[str, tuple[str, str, str]] = {
     "math": (
-        "recreate.domains.math_domain",
+        "recreate.domains.math",
         "MathDomain",
         "AIME/AMC-style JSONL; final answer checked exactly (integers) or with math-verify",
     ),
@@ -27,7 +28,7 @@ BUILTIN_DOMAINS: dict[str, tuple[str, str, str]] = {
         "fix a repository so its own tests pass (SWE-bench schema: built from PyPI sdists, or SWE-bench)",
     ),
     "jsonl": (
-        "recreate.domains.jsonl_domain",
+        "recreate.domains.jsonl",
         "JsonlDomain",
         "custom tasks file + evaluator command (sandboxed) or Python function",
     ),

@@ -12,11 +12,12 @@ from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from recreate.domains.base import Domain, Evaluation, Task
-from recreate.domains.common import CHECKS_DIR
 from recreate.sandbox.base import Sandbox
 
+PROBES_DIR = Path(__file__).parent / "probes"  # forgery submissions, shared by every domain
 PROBED_TASKS = 4  # forgery probes test the evaluator, not the tasks: a few tasks tell
 # Python submissions, for evaluators that run submitted Python (anywhere else they simply fail)
 FORGERY_PROBES = {
@@ -95,7 +96,7 @@ def wrong_submissions(domain: Domain, task: Task) -> list[str]:
 def forgery_probes(task: Task) -> dict[str, str]:
     """Submissions that try to forge a pass instead of solving the task; none may score above 0."""
     return {
-        name: (CHECKS_DIR / script).read_text().replace('"__TASK_ID__"', repr(task.id))
+        name: (PROBES_DIR / script).read_text().replace('"__TASK_ID__"', repr(task.id))
         for name, script in FORGERY_PROBES.items()
     }
 

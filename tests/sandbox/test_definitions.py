@@ -32,6 +32,6 @@ def test_definition_is_pinned_and_runs_unprivileged(name: str) -> None:
 
 
 def test_ds1000_pins_match_the_bwrap_environment_builder() -> None:
-    from recreate.domains.ds1000_env import REQUIREMENTS
+    from recreate.domains.ds1000.env import REQUIREMENTS
 
     assert requirements("ds1000") == list(REQUIREMENTS)

@@ -1,0 +1,312 @@
+"""`ds1000`: data-science coding problems judged by the problem's own test context.
+
+The solution runs in a fresh sandbox of its own with the pinned DS-1000 environment bound read-only
+(or, with `image=`, a container image that has it), `python -I` so no file in a working folder can
+shadow a library module, and single-threaded BLAS/OpenMP. Only data comes back from it; the checks,
+which hold the expected answers, run in a checker sandbox no solution ever runs in (judge.py).
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+import threading
+import zlib
+from dataclasses import replace
+from pathlib import Path
+
+from recreate.config import load_settings
+from recreate.domains.base import Evaluation, Task
+from recreate.domains.common import (
+    DomainDataError,
+    TaskFileDomain,
+    read_jsonl,
+    submission_problem,
+    tail,
+    unreadable_hint,
+    zero,
+)
+from recreate.domains.ds1000.env import MPL_CACHE, default_env_path, env_python, is_ready
+from recreate.domains.ds1000.judge import CheckerServer, imported_modules
+from recreate.domains.splits import SplitPlan
+from recreate.sandbox.base import Result, Sandbox, SandboxSpec
+from recreate.sandbox.shell import DEFAULT_PATH
+
+REQUIRED_FIELDS = ("prompt", "reference_code", "metadata", "code_context")
+WORKDIR = "/workspace"
+SOLUTION_MAX_FILE_MB = 64  # also the most a solution's results may weigh
+CHECKER_CPU_SECONDS = 10**7  # the checker server lives as long as the domain; each job has its own alarm
+_THREADS = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+_FENCE = re.compile(r"```[a-zA-Z0-9_+-]*\n(.*?)```", re.DOTALL)
+# answers with nothing in them (and their imports): the selftest probes one per task, a different kind
+# from task to task: numpy's comparisons broadcast a size-0 array against anything and a `zip` over an
+# empty result checks nothing, so the checker fails a result with no elements where the expected answer
+# has some (None, which has no size, is left to the problems' own checks, which fail it)
+EMPTY_ANSWERS = (
+    ("numpy as np", "np.array([])"),
+    ("numpy as np", "np.empty((0, 3))"),
+    ("", "[]"),
+    ("", "()"),
+    ("", "{}"),
+    ("", "set()"),
+    ("", "''"),
+    ("pandas as pd", "pd.DataFrame()"),
+    ("pandas as pd", "pd.Series(dtype=float)"),
+    ("scipy.sparse", "scipy.sparse.csr_matrix((0, 0))"),
+    ("", "None"),
+)
+_MARKER_LINES = {
+    "<code>",
+    "</code>",
+    "BEGIN SOLUTION",
+    "END SOLUTION",
+    "### BEGIN SOLUTION",
+    "### END SOLUTION",
+}
+
+
+def inserts_into_function_body(code_context: str) -> bool:
+    """True when `[insert]` is the body of a `def` (the solution must be indented)."""
+    lines = code_context.splitlines()
+    for index, line in enumerate(lines):
+        if line.strip() == "[insert]":
+            previous = [x for x in lines[:index] if x.strip()]
+            return bool(previous) and previous[-1].rstrip().endswith(":")
+    return False
+
+
+def normalize_solution(solution: str, code_context: str) -> str:
+    """Take the code out of a fenced block or <code> markers; indent a function body if it was not."""
+    fenced = _FENCE.findall(solution)
+    if fenced:
+        solution = fenced[0]
+    solution = "\n".join(x for x in solution.splitlines() if x.strip() not in _MARKER_LINES)
+    if inserts_into_function_body(code_context) and solution.strip():
+        code_lines = [x for x in solution.splitlines() if x.strip()]
+        if any(not x.startswith((" ", "\t")) for x in code_lines):
+            solution = textwrap.indent(textwrap.dedent(solution), "    ")
+    return solution
+
+
+def empty_answer(kind: int, function_body: bool) -> str:
+    """The solution that answers `EMPTY_ANSWERS[kind]`, as a function body or as `result = ...`."""
+    module, value = EMPTY_ANSWERS[kind]
+    imports = f"import {module}\n" if module else ""
+    if function_body:
+        return textwrap.indent(f"{imports}return {value}", "    ")
+    return f"{imports}result = {value}"
+
+
+class DS1000Domain(TaskFileDomain):
+    name = "ds1000"
+
+    def __init__(
+        self,
+        data: str | Path,
+        *,
+        seed: int = 0,
+        train: float = 0.5,
+        val: float = 0.25,
+        env: str | Path | None = None,
+        image: str | None = None,
+        timeout: float = 120.0,
+        memory_mb: int = 4096,
+    ) -> None:
+        self.image = image
+        if image and env is None:
+            self.env = None  # the image provides the libraries
+        else:
+            self.env = Path(env or default_env_path(load_settings().home)).absolute()
+        self.timeout = timeout
+        self.memory_mb = memory_mb
+        self._contexts: dict[str, str] = {}  # hidden test code, kept out of Task so no agent sees it
+        self._checkers: dict[int, CheckerServer] = {}
+        self._checkers_lock = threading.Lock()
+        plan = SplitPlan(seed=seed, train=train, val=val)
+        super().__init__(data, lambda path: _load_file(path, self._contexts), plan)
+
+    def environment_problem(self) -> str | None:
+        """What the preflight refuses a run for: the pinned environment is not built."""
+        if self.env is not None and not is_ready(self.env):
+            return (
+                f"the DS-1000 environment is missing at {self.env}; build it with "
+                "`recreate domain setup ds1000` (or scripts/ds1000_env.sh), or pass env=PATH"
+            )
+        return None
+
+    def evaluate(self, task: Task, submission: str | None, sandbox: Sandbox) -> Evaluation:
+        problem = submission_problem(task, submission)
+        if problem:
+            return problem
+        missing = self.environment_problem()
+        if missing:
+            return zero(missing)
+        code_context = self._contexts.get(task.id)
+        if code_context is None:
+            return zero(f"task {task.id} is not a task of this DS-1000 dataset")
+        solution = normalize_solution(submission, code_context)
+        details = {"library": task.metadata["library"], "problem_id": task.metadata["problem_id"]}
+        judged = self._checker(sandbox).judge(
+            {"code_context": code_context, "solution": solution},
+            sandbox,
+            self._spec(max_file_mb=SOLUTION_MAX_FILE_MB),
+            self._home_files(),
+            f"{self._python()} -I run.py",
+            self.timeout,
+        )
+        if judged.error:
+            if self.env is not None:
+                judged.error += unreadable_hint(
+                    self.env,
+                    "build the environment elsewhere, e.g. RECREATE_DS1000_ENV=/opt/recreate/ds1000 "
+                    "recreate domain setup ds1000",
+                )
+            return zero(judged.error, **details)
+        if judged.verdict is None:
+            return zero(_no_verdict_reason(judged.solution_run, self.timeout), **details)
+        details |= {k: v for k, v in judged.verdict.items() if k != "passed"}
+        if judged.verdict.get("passed") is True:
+            return Evaluation(score=1.0, passed=True, feedback="all test cases passed", details=details)
+        return Evaluation(
+            score=0.0, passed=False, feedback=_failure_feedback(judged.verdict), details=details
+        )
+
+    def _checker(self, sandbox: Sandbox) -> CheckerServer:
+        """The checker server for this sandbox backend (one per backend, started on first use)."""
+        with self._checkers_lock:
+            checker = self._checkers.get(id(sandbox))
+            if checker is None:
+                config = {"modules": imported_modules(self._contexts.values()), "timeout": self.timeout}
+                spec = replace(self._spec(), cpu_seconds=CHECKER_CPU_SECONDS)
+                checker = CheckerServer(sandbox, spec, f"{self._python()} -I check.py", config)
+                self._checkers[id(sandbox)] = checker
+            return checker
+
+    def close(self) -> None:
+        """Stop the checker sandboxes (they also end with this process)."""
+        with self._checkers_lock:
+            for checker in self._checkers.values():
+                checker.close()
+            self._checkers.clear()
+
+    def _python(self) -> str:
+        return str(env_python(self.env)) if self.env is not None else "python3"
+
+    def _spec(self, max_file_mb: int = 512) -> SandboxSpec:
+        home = f"{WORKDIR}/home"
+        env = {**_THREADS, "HOME": home, "MPLCONFIGDIR": f"{home}/mpl", "MPLBACKEND": "Agg"}
+        # bound at its own path: the font cache and the venv's pyvenv.cfg name absolute paths
+        binds = ((str(self.env), str(self.env)),) if self.env is not None else ()
+        return SandboxSpec(
+            image=self.image,
+            workdir=WORKDIR,
+            env=env,
+            ro_binds=binds,
+            memory_mb=self.memory_mb,
+            cpu_seconds=int(self.timeout) + 30,
+            max_file_mb=max_file_mb,
+        )
+
+    def agent_spec(self) -> SandboxSpec:
+        """The agent's sandbox: the pinned libraries read-only and first on PATH, so the agent runs its
+        solution the way it is judged."""
+        if self.env is None or not self.env.is_dir():
+            return SandboxSpec()
+        variables = {"PATH": f"{self.env}/bin:{DEFAULT_PATH}", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
+        return SandboxSpec(ro_binds=((str(self.env), str(self.env)),), env=variables, memory_mb=4096)
+
+    def _home_files(self) -> dict[str, bytes]:
+        files: dict[str, bytes] = {}
+        if self.env is not None:
+            for cache in sorted((self.env / MPL_CACHE).glob("fontlist-*.json")):
+                files[f"home/mpl/{cache.name}"] = cache.read_bytes()
+        return files
+
+    def wrong_submissions(self, task: Task) -> list[str]:
+        """Solutions that must never pass: an empty answer (of a kind that changes from task to task),
+        which does nothing toward the task just as an empty solution does and also probes numpy's
+        size-0 broadcast; for a function body, also one that does nothing (an empty body would fail to
+        compile, which says little about the tests)."""
+        body = inserts_into_function_body(self._contexts.get(task.id, ""))
+        empty = empty_answer(zlib.crc32(task.id.encode()) % len(EMPTY_ANSWERS), body)
+        return ["    pass", empty] if body else [empty]
+
+    def describe(self) -> str:
+        return (
+            "DS-1000: data-science coding problems for NumPy, Pandas, SciPy, scikit-learn and Matplotlib "
+            "(pinned: numpy 1.26, pandas 1.5.3, scipy 1.12, scikit-learn 1.4, matplotlib 3.8). Each task "
+            "shows setup code that ends where the solution goes; the solution must usually assign the "
+            "answer to the variable named in the prompt (e.g. `result = ...`), or is the body of the "
+            "function `f` the prompt opens (then it must `return` the result; unindented bodies are "
+            "indented automatically). A submission is that Python code only: no setup code, no prints, "
+            "no plt.show(); code in ``` fences or <code> tags is unwrapped. Judging: the problem's hidden "
+            "tests run the solution on several inputs in a fresh sandbox without network; score 1 only "
+            "if every test passes. Some problems also forbid or require specific calls (checked on the "
+            "code's tokens). Feedback names the failing check, the exception, and for the first test "
+            "case the expected and the produced result."
+        )
+
+
+def _no_verdict_reason(run: Result | None, timeout: float) -> str:
+    if run is None:
+        return "the checker gave no verdict (it was stopped or timed out)"
+    if run.timed_out:
+        return f"the solution did not finish within {timeout:.0f} s (timeout)"
+    return (
+        f"the solution's process died without sending its results (exit {run.exit_code}); stderr tail:\n"
+        f"{tail(run.stderr)}"
+    )
+
+
+def _failure_feedback(report: dict) -> str:
+    lines = [
+        f"failed in {report.get('stage')}: {report.get('exception')}: {report.get('message') or ''}".rstrip()
+    ]
+    if report.get("exception") == "KeyError" and report.get("message") == "'result'":
+        lines.append("the solution never assigned the variable `result`")
+    if "URLError" in str(report.get("exception")) or "name resolution" in str(report.get("message")):
+        lines.append("the code tried to reach the network; evaluation sandboxes have none")
+    if report.get("stage") == "test_string":
+        lines.append("the code does not use the construct the problem requires (or uses a forbidden one)")
+    if report.get("failing_line"):
+        lines.append(f"failing check: {report['failing_line']}")
+    if "expected" in report:
+        lines.append(f"expected (test case 1): {report['expected']}")
+        lines.append(f"got: {report['got']}")
+    if report.get("exception") != "AssertionError" and report.get("traceback"):
+        lines.append("traceback tail:\n" + tail(report["traceback"], lines=8))
+    return "\n".join(lines)
+
+
+def _load_file(path: Path, contexts: dict[str, str]) -> list[Task]:
+    tasks = []
+    for number, row in read_jsonl(path):
+        metadata = row.get("metadata") if isinstance(row.get("metadata"), dict) else {}
+        problem_id = metadata.get("problem_id", f"line{number}")
+        missing = [f for f in REQUIRED_FIELDS if not row.get(f)]
+        meta = {
+            "problem_id": problem_id,
+            "library": metadata.get("library", "unknown"),
+            "category": metadata.get("library", "unknown"),
+            "perturbation_type": metadata.get("perturbation_type"),
+            "file": str(path),
+            "line": number,
+        }
+        if missing:
+            meta["invalid"] = f"{path}:{number} lacks {', '.join(missing)}"
+        elif "[insert]" not in row["code_context"]:
+            meta["invalid"] = f"{path}:{number}: code_context has no [insert] placeholder"
+        origin = metadata.get("perturbation_origin_id", problem_id)
+        contexts[f"ds1000-{problem_id}"] = row.get("code_context") or ""
+        tasks.append(
+            Task(
+                id=f"ds1000-{problem_id}",
+                prompt=row.get("prompt") or "",
+                group=f"ds1000-origin-{origin}",
+                reference=row.get("reference_code"),
+                metadata=meta,
+            )
+        )
+    if not tasks:
+        raise DomainDataError(f"{path}: no tasks in the file")
+    return tasks

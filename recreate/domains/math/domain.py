@@ -1,0 +1,290 @@
+"""`math`: competition problems (AIME/AMC-style JSONL) judged by their final answer.
+
+Each task's answer format (`answer_format` on the task's row, else the domain's `answer_format` option,
+else `integer` when the reference answer is an integer literal and `expression` otherwise) decides how:
+- `integer` (AIME, AMC, the arithmetic example): the answer must be an integer literal, compared
+  exactly on the host as text; an expression equal to it (`88 + 94`, `\\frac{364}{2}`) is not an answer;
+- `number`: a decimal literal, compared exactly as a rational number on the host;
+- `expression`: free-form math, compared for equivalence by math-verify inside a fresh sandbox (its
+  parser can evaluate expression text written by the model).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import re
+from fractions import Fraction
+from functools import partial
+from pathlib import Path
+
+from recreate.domains.base import Evaluation, Task
+from recreate.domains.common import (
+    DomainDataError,
+    TaskFileDomain,
+    first_field,
+    read_jsonl,
+    run_check,
+    shareable_copy,
+    submission_problem,
+    zero,
+)
+from recreate.domains.splits import SplitPlan
+from recreate.sandbox.base import Sandbox, SandboxSpec
+
+PROBLEM_FIELDS = ("problem", "question", "prompt", "task")
+ANSWER_FIELDS = ("answer", "expected_answer", "final_answer")
+ANSWER_FORMATS = ("integer", "number", "expression")
+# a decimal literal: sign, digits (thousands grouped by commas, or not), optional fraction; ASCII only
+_NUMBER = re.compile(r"[+-]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)", re.ASCII)
+_FORMATTING = re.compile(r"\\(?:text|textbf|mathbf|mathrm|bf|boldsymbol)\s*\{([^{}]*)\}")
+# math-verify and its pure-Python dependencies, bound read-only into the sandbox from this environment
+CHECKER_DISTRIBUTIONS = ("math-verify", "latex2sympy2_extended", "sympy", "mpmath", "antlr4-python3-runtime")
+LIBRARY_MOUNT = "/recreate-mathlib"
+CHECKER = Path(__file__).parent / "checks" / "math_check.py"  # runs inside the sandbox
+
+
+def checker_library_binds() -> tuple[tuple[str, str], ...]:
+    """(host, sandbox) binds of each distribution's packages and its .dist-info (versions are looked up)."""
+    binds = []
+    for name in CHECKER_DISTRIBUTIONS:
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError as exc:
+            raise DomainDataError(f"the math domain needs {name}: pip install math-verify") from exc
+        metadata = next(f for f in dist.files or () if f.name == "METADATA")
+        top_level = (dist.read_text("top_level.txt") or "").split()
+        for path in [Path(metadata.locate()).parent, *(Path(dist.locate_file(t)) for t in top_level)]:
+            if path.is_dir():
+                binds.append((str(shareable_copy(path)), f"{LIBRARY_MOUNT}/{path.name}"))
+    return tuple(binds)
+
+
+def extract_answer(submission: str) -> str:
+    """The content of the last \\boxed{...} (or \\fbox{...}), else the submission without $ and spaces."""
+    boxed = last_boxed(submission)
+    text = boxed if boxed is not None else submission
+    for _ in range(2):  # "$42$." and "$42.$" alike
+        text = text.strip().rstrip(".").strip().strip("$")
+    return unwrap_formatting(text.strip())
+
+
+def unwrap_formatting(text: str) -> str:
+    """`\\textbf{(211) }` -> `211`: bold/text wrappers, and parentheses around a lone integer (not an
+    interval like `(1, 2)`)."""
+    previous = None
+    while previous != text:
+        previous = text
+        text = _FORMATTING.sub(r"\1", text).strip()
+    if text.startswith("(") and text.endswith(")") and as_integer(text[1:-1]) is not None:
+        text = text[1:-1].strip()
+    return text
+
+
+def last_boxed(text: str) -> str | None:
+    starts = [m.end() for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text)]
+    if not starts:
+        return None
+    start = starts[-1]
+    depth = 1
+    for index in range(start, len(text)):
+        if text[index] == "{":
+            depth += 1
+        elif text[index] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start:index]
+    return None  # unbalanced braces: no usable box
+
+
+def as_number(text: str) -> Fraction | None:
+    """The value of a decimal literal ("073", "-3,159", "3{,}159", "0.50", "+.5"), else None: an
+    expression, however simple (`88 + 94`, `1e3`, `\\frac{1}{2}`), is not a literal."""
+    text = text.strip().replace("{,}", ",")
+    if not _NUMBER.fullmatch(text):
+        return None
+    return Fraction(text.replace(",", ""))
+
+
+def as_integer(text: str) -> int | None:
+    """The integer an integer-valued decimal literal means ("073", "3,159", "27.0"), else None."""
+    value = as_number(text)
+    return int(value) if value is not None and value.denominator == 1 else None
+
+
+def resolve_format(declared: object, reference: str | None) -> str:
+    """The declared format, else `integer` for an integer reference and `expression` for any other."""
+    if declared is not None:
+        return str(declared)
+    return "integer" if reference is not None and as_integer(reference) is not None else "expression"
+
+
+def task_format(task: Task) -> str:
+    """The answer format the task was loaded with (inferred for a task built by hand)."""
+    return task.metadata.get("answer_format") or resolve_format(None, task.reference)
+
+
+class MathDomain(TaskFileDomain):
+    name = "math"
+
+    def __init__(
+        self,
+        data: str | Path,
+        *,
+        seed: int = 0,
+        train: float = 0.5,
+        val: float = 0.25,
+        python: str | None = None,
+        image: str | None = None,
+        timeout: float = 60.0,
+        answer_format: str | None = None,
+    ) -> None:
+        if answer_format is not None and answer_format not in ANSWER_FORMATS:
+            raise DomainDataError(
+                f"answer_format must be one of {', '.join(ANSWER_FORMATS)}; got {answer_format!r}"
+            )
+        load = partial(_load_file, answer_format=answer_format)
+        super().__init__(data, load, SplitPlan(seed=seed, train=train, val=val))
+        # the sandbox's own Python; without an image, math-verify comes from this environment (binds)
+        self.python = python or "python3"
+        self.image = image
+        self.library_binds = () if image else checker_library_binds()
+        self.timeout = timeout
+
+    def evaluate(self, task: Task, submission: str | None, sandbox: Sandbox) -> Evaluation:
+        problem = submission_problem(task, submission)
+        if problem:
+            return problem
+        answer = extract_answer(submission)
+        if not answer:
+            return zero(
+                f"the submission has no answer (expected {task.reference}); submit the final answer only"
+            )
+        gold = str(task.reference)
+        kind = task_format(task)
+        details = {"expected": gold, "extracted": answer, "answer_format": kind}
+        if kind == "expression":
+            return self._verify_in_sandbox(gold, as_integer(gold), answer, sandbox, details)
+        got = as_number(answer)  # an integer answer's literal may be written `182.0`, never `91 * 2`
+        if got is None:
+            return zero(
+                f"not an answer: {answer!r} is not a number literal; this task's answer is {kind}, so "
+                "submit the final value itself (e.g. `42`), not an expression or text",
+                **details,
+            )
+        return _verdict(as_number(gold) == got, gold, answer, details | {"method": f"exact {kind}"})
+
+    def _verify_in_sandbox(
+        self, gold: str, gold_int: int | None, answer: str, sandbox: Sandbox, details: dict
+    ) -> Evaluation:
+        spec = SandboxSpec(
+            image=self.image, memory_mb=2048, env={"OMP_NUM_THREADS": "1"}, ro_binds=self.library_binds
+        )
+        payload = json.dumps({"gold": gold, "gold_int": gold_int, "answer": answer})
+        run = run_check(
+            sandbox,
+            spec,
+            CHECKER,
+            {"input.json": payload},
+            f"{self.python} -I check.py {LIBRARY_MOUNT}",
+            self.timeout,
+        )
+        details = details | {"method": "math-verify"}
+        if run.error:
+            return zero(run.error, **details)
+        if run.report is None:
+            result = run.result
+            why = (
+                "timed out"
+                if result.timed_out
+                else f"exited {result.exit_code}: {result.stderr.strip()[-400:]}"
+            )
+            return zero(f"the answer checker failed ({why}); extracted answer {answer!r}", **details)
+        details["parsed_answer"] = run.report.get("parsed_answer")
+        return _verdict(bool(run.report.get("equivalent")), gold, answer, details)
+
+    def wrong_submissions(self, task: Task) -> list[str]:
+        """Answers that must never pass: off-by-one values, a non-integer near the answer, nothing, and
+        for literal formats expressions that equal the answer (an expression is not an answer)."""
+        kind = task_format(task)
+        gold = as_integer(str(task.reference))
+        if gold is None:
+            return ["", "\\boxed{0.123456789}"]
+        wrong = [str(gold + 1), f"\\boxed{{{gold - 1}}}", f"\\frac{{{2 * gold + 1}}}{{2}}", ""]
+        if kind in ("integer", "number"):
+            wrong += [f"{gold - 7} + 7", f"\\boxed{{\\frac{{{2 * gold}}}{{2}}}}", f"{gold}*1"]
+        return wrong
+
+    def describe(self) -> str:
+        return (
+            "Math competition problems (AIME/AMC style). Each task is one problem with a single final "
+            "answer (AIME: an integer 0-999). A submission is the final answer: either the bare answer "
+            "(e.g. `73`) or text whose last \\boxed{...} holds it. Judging: an integer answer must be "
+            "the integer itself, written as a number (leading zeros, a sign, thousands commas and `.0` "
+            "are fine; an expression such as `88 + 94` or `\\frac{364}{2}` scores 0 even when it equals "
+            "the answer); other answers are compared for mathematical equivalence with math-verify "
+            "(fractions, radicals, LaTeX). Score 1 if correct, else 0. The feedback says which answer "
+            "was extracted and what was expected."
+        )
+
+
+def _format_problem(kind: str, answer: str) -> str | None:
+    """Why a reference answer does not fit its declared format, else None."""
+    if kind not in ANSWER_FORMATS:
+        return f"answer_format must be one of {', '.join(ANSWER_FORMATS)}; got {kind!r}"
+    if kind == "integer" and as_integer(answer) is None:
+        return f"answer {answer!r} is not an integer literal (answer_format integer)"
+    if kind == "number" and as_number(answer) is None:
+        return f"answer {answer!r} is not a number literal (answer_format number)"
+    return None
+
+
+def _verdict(equivalent: bool, gold: str, answer: str, details: dict) -> Evaluation:
+    if equivalent:
+        return Evaluation(score=1.0, passed=True, feedback=f"correct: {answer}", details=details)
+    return Evaluation(
+        score=0.0,
+        passed=False,
+        feedback=f"wrong answer: got {answer!r}, expected {gold!r}",
+        details=details,
+    )
+
+
+def _load_file(path: Path, answer_format: str | None = None) -> list[Task]:
+    """Tasks of one JSONL file; a row's own `answer_format` wins over the domain's option."""
+    tasks = []
+    for number, row in read_jsonl(path):
+        raw_id = first_field(row, ("id", "problem_id", "unique_id"))
+        task_id = str(raw_id) if raw_id is not None else f"line{number}"
+        if not task_id.startswith(path.stem):
+            task_id = f"{path.stem}-{task_id}"
+        problem = first_field(row, PROBLEM_FIELDS)
+        answer = first_field(row, ANSWER_FIELDS)
+        missing = [what for what, value in (("problem", problem), ("answer", answer)) if value in (None, "")]
+        reference = None if answer is None else str(answer)
+        kind = resolve_format(row.get("answer_format", answer_format), reference)
+        metadata = {
+            "source": str(row.get("source") or path.stem),
+            "category": str(row.get("source") or path.stem),
+            "file": str(path),
+            "line": number,
+            "answer_format": kind,
+        }
+        if missing:
+            metadata["invalid"] = (
+                f"{path}:{number} has no {' or '.join(missing)} field "
+                f"(looked for {PROBLEM_FIELDS if 'problem' in missing else ANSWER_FIELDS})"
+            )
+        elif misfit := _format_problem(kind, str(answer)):
+            metadata["invalid"] = f"{path}:{number}: {misfit}"
+        tasks.append(
+            Task(
+                id=task_id,
+                prompt=str(problem or ""),
+                reference=reference,
+                metadata=metadata,
+            )
+        )
+    if not tasks:
+        raise DomainDataError(f"{path}: no tasks in the file")
+    return tasks

@@ -1,0 +1,227 @@
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from recreate.domains import DomainDataError, Evaluation, UnknownDomainError, get_domain
+from recreate.domains.common import MAX_SUBMISSION_BYTES
+from recreate.domains.jsonl.domain import is_callable_spec
+
+ROWS = [
+    {"id": "one", "task": "Say yes.", "expected": "yes", "category": "easy"},
+    {"id": "two", "task": "Say no.", "answer": "no", "files": {"notes.txt": "hint"}},
+    {"id": "three", "task": "Anything.", "tests": [1, 2]},
+]
+
+
+@pytest.fixture
+def tasks_file(open_tmp: Path) -> Path:
+    (open_tmp / "domain").mkdir(mode=0o755)
+    path = open_tmp / "domain" / "tasks.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    return path
+
+
+def _evaluator(tasks_file: Path, body: str) -> str:
+    (tasks_file.parent / "judge.py").write_text(textwrap.dedent(body))
+    return "python3 /evaluator/judge.py"
+
+
+def test_loading_and_default_exact_match(tasks_file):
+    domain = get_domain("jsonl", data=tasks_file)
+    one, two, three = domain.tasks()
+    assert (one.reference, two.reference, three.reference) == ("yes", "no", None)
+    assert two.files == {"notes.txt": "hint"} and three.metadata["fields"] == {"tests": [1, 2]}
+    assert domain.evaluate(one, " yes\n", sandbox=None).passed
+    wrong = domain.evaluate(one, "no", sandbox=None)
+    assert not wrong.passed and "expected 'yes'" in wrong.feedback
+    assert "no expected answer" in domain.evaluate(three, "x", sandbox=None).feedback
+
+
+def test_bad_input_is_reported(tmp_path, tasks_file):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "task": "t"}\nnot json\n')
+    with pytest.raises(DomainDataError, match="bad.jsonl:2: not valid JSON"):
+        get_domain("jsonl", data=bad)
+    with pytest.raises(
+        UnknownDomainError, match="unknown domain 'nope'; known domains: math, ds1000, repo, jsonl"
+    ):
+        get_domain("nope", data=tasks_file)
+    with pytest.raises(UnknownDomainError, match="takes no option.*colour"):
+        get_domain("jsonl", data=tasks_file, colour="red")
+    missing = tmp_path / "missing.jsonl"
+    missing.write_text('{"id": "a"}\n')
+    task = get_domain("jsonl", data=missing).tasks()[0]
+    assert "no 'task' text" in get_domain("jsonl", data=missing).evaluate(task, "x", sandbox=None).feedback
+
+
+def test_huge_and_missing_submissions_score_zero(tasks_file):
+    domain = get_domain("jsonl", data=tasks_file)
+    task = domain.tasks()[0]
+    assert domain.evaluate(task, "y" * (MAX_SUBMISSION_BYTES + 1), sandbox=None).score == 0.0
+    assert "no submission" in domain.evaluate(task, None, sandbox=None).feedback
+
+
+def judge_length(task, submission):
+    """A trusted Python evaluator: treats the submission as data."""
+    return {
+        "score": min(len(submission) / 10, 1.0),
+        "feedback": f"{len(submission)} chars",
+        "chars": len(submission),
+    }
+
+
+def judge_crashes(task, submission):
+    raise RuntimeError("judge is broken")
+
+
+def judge_hangs(task, submission):
+    import time
+
+    time.sleep(30)
+
+
+def test_callable_evaluators(tasks_file):
+    assert is_callable_spec("tests.domains.jsonl.test_jsonl_domain:judge_length")
+    assert is_callable_spec("judge.py:judge") and not is_callable_spec("python3 judge.py")
+    domain = get_domain(
+        "jsonl", data=tasks_file, evaluator="tests.domains.jsonl.test_jsonl_domain:judge_length"
+    )
+    evaluation = domain.evaluate(domain.tasks()[0], "abcde", sandbox=None)
+    assert evaluation.score == 0.5 and not evaluation.passed and evaluation.details["chars"] == 5
+    crash = get_domain("jsonl", data=tasks_file, evaluator=judge_crashes).evaluate(
+        domain.tasks()[0], "x", None
+    )
+    assert crash.score == 0.0 and "RuntimeError: judge is broken" in crash.feedback
+    hang = get_domain("jsonl", data=tasks_file, evaluator=judge_hangs, timeout=0.5)
+    assert "did not return within 0.5 s" in hang.evaluate(domain.tasks()[0], "x", None).feedback
+
+
+def test_callable_from_a_file_beside_the_tasks(tasks_file):
+    (tasks_file.parent / "judge.py").write_text(
+        "def judge(task, submission):\n    return submission == task.reference\n"
+    )
+    domain = get_domain("jsonl", data=tasks_file, evaluator="judge.py:judge")
+    assert domain.evaluate(domain.tasks()[0], "yes", None) == Evaluation(
+        score=1.0, passed=True, feedback="passed"
+    )
+    with pytest.raises(DomainDataError, match="has no function 'nope'"):
+        get_domain("jsonl", data=tasks_file, evaluator="judge.py:nope")
+
+
+@pytest.mark.bwrap
+def test_command_evaluator_json_line_and_exit_code(tasks_file, bwrap):
+    command = _evaluator(
+        tasks_file,
+        """
+        import json, pathlib, sys
+        task = json.loads(pathlib.Path("task.json").read_text())
+        answer = pathlib.Path("submission.txt").read_text().strip()
+        if answer == "exit":
+            sys.exit(3)
+        if answer == "ok":
+            sys.exit(0)
+        print("noise")
+        print(json.dumps({"score": float(answer == task["expected"]), "feedback": "compared " + answer}))
+        """,
+    )
+    domain = get_domain("jsonl", data=tasks_file, evaluator=command)
+    task = domain.tasks()[0]
+    good = domain.evaluate(task, "yes", bwrap)
+    assert good.passed and good.score == 1.0 and good.feedback == "compared yes"
+    assert not domain.evaluate(task, "maybe", bwrap).passed
+    assert domain.evaluate(task, "ok", bwrap).passed
+    failed = domain.evaluate(task, "exit", bwrap)
+    assert not failed.passed and "evaluator exited 3" in failed.feedback
+
+
+@pytest.mark.bwrap
+def test_command_evaluator_crash_timeout_and_isolation(open_tmp, tasks_file, bwrap):
+    secret = open_tmp / "host_only.txt"  # readable by anyone on the host, outside the evaluator folder
+    secret.write_text("host secret")
+    command = _evaluator(
+        tasks_file,
+        f"""
+        import pathlib, sys, time
+        answer = pathlib.Path("submission.txt").read_text()
+        if answer == "crash":
+            raise ValueError("evaluator bug")
+        if answer == "hang":
+            time.sleep(60)
+        if answer == "write":
+            pathlib.Path("/evaluator/judge.py").write_text("tampered")
+        if answer == "read":
+            print(pathlib.Path({str(secret)!r}).read_text())
+        """,
+    )
+    domain = get_domain("jsonl", data=tasks_file, evaluator=command, timeout=3)
+    task = domain.tasks()[0]
+    crash = domain.evaluate(task, "crash", bwrap)
+    assert crash.score == 0.0 and "ValueError: evaluator bug" in crash.feedback
+    hang = domain.evaluate(task, "hang", bwrap)
+    assert hang.score == 0.0 and "timeout" in hang.feedback
+    judge = tasks_file.parent / "judge.py"
+    source = judge.read_text()
+    assert not domain.evaluate(task, "write", bwrap).passed
+    assert judge.read_text() == source  # the evaluator folder is read-only inside
+    leak = domain.evaluate(task, "read", bwrap)
+    assert not leak.passed and "host secret" not in leak.feedback
+
+
+@pytest.mark.bwrap
+def test_the_tasks_file_never_reaches_the_evaluator_sandbox(tasks_file, bwrap):
+    command = _evaluator(
+        tasks_file,
+        """
+        import os
+        print(sorted(os.listdir("/evaluator")))
+        print(open("/evaluator/tasks.jsonl").read() if os.path.exists("/evaluator/tasks.jsonl") else "hidden")
+        """,
+    )
+    domain = get_domain("jsonl", data=tasks_file, evaluator=command)
+    evaluation = domain.evaluate(domain.tasks()[0], "anything", bwrap)
+    assert "['judge.py']" in evaluation.feedback and "hidden" in evaluation.feedback
+    assert '"expected": "yes"' not in evaluation.feedback
+
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "custom_domain"
+# the issue's attacks on the example evaluator, and variants: each must score 0
+EXAMPLE_FORGERIES = {
+    "print a passing line, exit 0": (
+        "import json, os\nprint(json.dumps({'score': 1, 'feedback': 'all tests pass'}), flush=True)\n"
+        "os._exit(0)"
+    ),
+    "exec the expected answer from task.json": "import json\nexec(json.load(open('task.json'))['expected'])",
+    "exec the reference from the tasks file": (
+        "import json\nfor line in open('/evaluator/tasks.jsonl'):\n"
+        "    row = json.loads(line)\n    exec(row['reference'])"
+    ),
+    "write a passing line into the judge's stdout": (
+        "import os, json\nline = json.dumps({'score': 1, 'feedback': 'x'}) + '\\n'\n"
+        "for pid in (os.getppid(), 1, 2):\n    for fd in (1, 2):\n        try:\n"
+        "            with open(f'/proc/{pid}/fd/{fd}', 'w') as out:\n                out.write(line)\n"
+        "        except OSError:\n            pass\n"
+    ),
+    "kill the judge": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",
+    "read the judge's memory": (
+        "import os\nwith open(f'/proc/{os.getppid()}/mem', 'rb') as mem:\n    mem.read(1)\n"
+    ),
+}
+
+
+@pytest.fixture
+def example_domain(open_tmp):
+    import shutil
+
+    example = shutil.copytree(EXAMPLE, open_tmp / "custom_domain")
+    return get_domain("jsonl", data=example / "tasks.jsonl", evaluator="python3 /evaluator/evaluate.py")
+
+
+@pytest.mark.bwrap
+@pytest.mark.parametrize("name", sorted(EXAMPLE_FORGERIES))
+def test_forgeries_score_zero_with_the_example_evaluator(example_domain, bwrap, name):
+    task = next(t for t in example_domain.tasks() if t.id == "reverse-words")
+    assert example_domain.evaluate(task, task.reference, bwrap).passed
+    evaluation = example_domain.evaluate(task, EXAMPLE_FORGERIES[name], bwrap)
+    assert evaluation.score == 0.0, evaluation.feedback
