@@ -54,6 +54,7 @@ from recreate.optimizer.scaffold_gate import scaffold_gate
 from recreate.optimizer.spend import RunSpend
 from recreate.optimizer.synthesis import SizeBudget, apply_directly, bootstrap, synthesize
 from recreate.redact import redact
+from recreate.sandbox import resolve_sandbox
 from recreate.scaffold import Scaffold, ScaffoldStore
 
 Rollout = Callable[[Scaffold, Task, int], tuple[Trajectory, bool]]  # -> (trajectory, came from cache)
@@ -145,7 +146,7 @@ class EvolveLoop:
         # user insisted on validating on training tasks)
         self.held_out = frozenset({t.id for t in [*valset, *self.testset]} - {t.id for t in trainset})
         self.train_prompts = {t.id: t.prompt for t in trainset if t.id not in self.held_out}
-        self.experience, self.rollout, self.sandbox = experience, rollout, sandbox
+        self.experience, self.rollout, self.sandbox = experience, rollout, resolve_sandbox(sandbox)
         self.model, self.synthesis_model = optimizer_model, synthesis_model
         self.run_dir, self.config, self.finetune = run_dir, config, finetune
         self.protocol = resolve_protocol(config.optimizer_protocol, optimizer_model)

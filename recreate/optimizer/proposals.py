@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from recreate.models import is_context_overflow
 from recreate.redact import redact
+from recreate.sandbox import Sandbox, resolve_sandbox
 from recreate.scaffold import Scaffold, ops_json_schema, parse_ops
 from recreate.scaffold import apply as apply_ops
 from recreate.text import clip_middle
@@ -50,11 +51,11 @@ class ProposalBox:
         scaffold: Scaffold,
         source: str,
         trajectory_ids: list[str],
-        sandbox: Any = None,
+        sandbox: Sandbox | str | None = None,
         check: Callable[[Scaffold], None] | None = None,
     ):
         self.scaffold = scaffold
-        self.sandbox = sandbox
+        self.sandbox = None if sandbox is None else resolve_sandbox(sandbox)  # tools' smoke tests run here
         self.check = check  # extra acceptance test on the patched scaffold (e.g. the size budget)
         self.proposal = Proposal(source=source, trajectory_ids=trajectory_ids)
         self.attempts = 0

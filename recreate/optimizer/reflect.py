@@ -26,7 +26,7 @@ from recreate.experience.tools import experience_tools
 from recreate.optimizer.prompts import GUIDANCE, REFLECT, with_ops_reference
 from recreate.optimizer.proposals import Proposal, ProposalBox, propose_tool
 from recreate.optimizer.structured import reflect_structured
-from recreate.sandbox import SandboxSpec, Session, close_when_opened, open_soon
+from recreate.sandbox import SandboxSpec, Session, close_when_opened, open_soon, resolve_sandbox
 from recreate.scaffold import Scaffold, Tool
 from recreate.structured_tool import make_tool
 from recreate.text import clip_middle
@@ -101,7 +101,7 @@ class TaskEnvironment:
     ahead of it with `open_soon` (while the meta-agent's first model call is out)."""
 
     def __init__(self, domain: Domain, task: Task, sandbox: Any, spec: SandboxSpec | None = None):
-        self.domain, self.task, self.sandbox, self.spec = domain, task, sandbox, spec
+        self.domain, self.task, self.sandbox, self.spec = domain, task, resolve_sandbox(sandbox), spec
         self._opening: Future[Session] | None = None
         self._lock = threading.Lock()
 
