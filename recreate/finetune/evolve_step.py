@@ -167,6 +167,22 @@ class FinetuneStep:
         return result.final_dir, metrics, ""
 
 
+def finetune_settings(every: int, config: Path | None, options: dict[str, Any]) -> FinetuneSettings:
+    """The step's settings: a --finetune-config file's (trainer) settings under the `options` given
+    (None: not given), checked by the trainer now (its ConfigError, a ValueError), before any run."""
+    from tapo_backend.config import settings_file
+
+    train = settings_file(config)
+    options = options | {
+        "algo": options.get("algo") or train.pop("algo", None),
+        "steps": options.get("steps") or train.pop("max_steps", None),
+    }
+    given = {k: v for k, v in options.items() if v is not None}
+    settings = FinetuneSettings(every=every, train=train, **given)
+    train_config(settings, Path("check"), "check")  # a config only: nothing is written
+    return settings
+
+
 def train_config(settings: FinetuneSettings, output_dir: Path, run_name: str) -> Any:
     """The trainer's config for one step (raises ConfigError for a bad algorithm or setting)."""
     from tapo_backend.config import command_config

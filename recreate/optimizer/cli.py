@@ -293,24 +293,14 @@ def _finetune_settings(
         )
     if asked_model and asked_model != LOCAL_SPEC:
         raise not_local(asked_model)
-    from recreate.finetune.evolve_step import FinetuneSettings, train_config
-    from tapo_backend.config import ConfigError, settings_file
+    from recreate.finetune.evolve_step import finetune_settings
 
-    train = settings_file(config)
-    options |= {
-        "algo": options["algo"] or train.pop("algo", None),
-        "steps": options["steps"] or train.pop("max_steps", None),
-    }
-    settings = FinetuneSettings(
-        every=every, train=train, **{k: v for k, v in options.items() if v is not None}
-    )
-    try:  # the trainer's own checks of the algorithm and settings (a config only: nothing is written)
-        train_config(settings, Path("check"), "check")
-    except ConfigError as exc:
+    try:
+        return finetune_settings(every, config, options)
+    except ValueError as exc:  # the trainer's ConfigError: a bad file, algorithm or setting
         raise typer.BadParameter(
             str(exc), param_hint=["--finetune-config" if config else "--finetune-algo"]
         ) from exc
-    return settings
 
 
 @contextlib.contextmanager
