@@ -2,23 +2,25 @@
 
 Embedded Chroma keeps its vector index in process memory and flushes it to disk, so two processes
 writing the same directory lose each other's vectors (measured: the last writer wins). One process at a
-time therefore owns a directory for writing: an flock on `<dir>.owner.lock`, taken at its first write
-and given up when the process closes its last index of that directory (or exits, even on SIGKILL).
+time therefore owns a directory for writing: a `filelock.FileLock` on `<dir>.owner.lock` (an flock on
+Unix), taken at its first write and given up when the process closes its last index of that directory
+(or exits, even on SIGKILL: the kernel drops the lock with the process). One lock object per directory,
+not tied to the thread that took it (`thread_local=False`): any thread may close the last index.
 """
 
 from __future__ import annotations
 
-import fcntl
-import os
 import threading
 from pathlib import Path
+
+from filelock import FileLock, Timeout
 
 
 class IndexBusyError(RuntimeError):
     """Another process owns the embedded index for writing."""
 
 
-_owned: dict[str, int] = {}  # resolved index path -> fd holding the owner flock, for this process
+_owned: dict[str, FileLock] = {}  # resolved index path -> the owner lock this process holds
 _open: dict[str, int] = {}  # resolved index path -> how many embedded indexes of it this process has open
 _owned_lock = threading.Lock()
 
@@ -29,13 +31,12 @@ def owns(path: Path) -> bool:
     with _owned_lock:
         if key in _owned:
             return True
-        fd = os.open(key + ".owner.lock", os.O_CREAT | os.O_RDWR, 0o644)
+        lock = FileLock(key + ".owner.lock", thread_local=False)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+            lock.acquire(timeout=0)
+        except Timeout:
             return False
-        _owned[key] = fd  # held until `release` or exit: the kernel releases it even on SIGKILL
+        _owned[key] = lock  # held until `release` or exit
         return True
 
 
@@ -47,12 +48,12 @@ def opened(path: Path) -> str:
 
 
 def release(key: str) -> None:
-    """One index of the directory closed; the last one gives up the ownership (and the lock's fd)."""
+    """One index of the directory closed; the last one gives up the ownership (and the lock's file)."""
     with _owned_lock:
         _open[key] -= 1
         if _open[key]:
             return
         del _open[key]
-        fd = _owned.pop(key, None)
-        if fd is not None:
-            os.close(fd)
+        lock = _owned.pop(key, None)
+        if lock is not None:
+            lock.release(force=True)
