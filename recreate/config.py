@@ -1,53 +1,66 @@
-"""Settings: one home for all state, config from env vars and `recreate.toml`.
+"""Settings: one home for all state, config from env vars and `recreate.toml` (pydantic-settings).
 
 Precedence (highest first): explicit arguments, environment variables, `recreate.toml` in the
 current directory (or the file named by RECREATE_CONFIG), defaults. API keys are never read from
-the config file: only from the environment.
+the config file: only from the environment. A bad value is a one-line `ConfigError` naming the setting,
+where it came from (argument, environment variable or file) and what it must be.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, field
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 
 class ConfigError(ValueError):
     """Bad configuration; the message names the problem and the fix."""
 
 
-@dataclass
-class Settings:
+ENV_PREFIX = "RECREATE_"  # every setting reads RECREATE_<NAME> (RECREATE_HOME, RECREATE_MAX_RETRIES, ...)
+BASE_URL_ENV = "OPENAI_BASE_URL"  # the endpoint's one exception: the name the openai client reads too
+_SECRET_WORDS = ("key", "token", "secret", "password")
+_FILE_VALUES: ContextVar[dict[str, Any] | None] = ContextVar("recreate_config_file_values", default=None)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="forbid", env_ignore_empty=True, validate_by_name=True
+    )
+
     home: Path = Path(".recreate")
     model: str | None = None  # agent model spec
     optimizer_model: str | None = None
-    base_url: str | None = None  # OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp)
+    base_url: str | None = Field(None, validation_alias=BASE_URL_ENV)  # OpenAI-compatible endpoint
     sandbox: str = "bwrap"
     chroma_url: str | None = None  # Chroma server; None = embedded PersistentClient
     embedding: str = "minilm"  # "minilm" (semantic, offline) or "hash" (fast, no semantics)
-    prices: dict[str, dict[str, float]] = field(default_factory=dict)  # model -> {input, output} $/1M tok
+    prices: dict[str, Any] = {}  # model -> {input, output} or [in, out(, cached)] $/1M tok (models.py checks)
     max_retries: int = 6
     request_timeout_s: float = 120.0
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Arguments, then the environment, then the config file `load_settings` read."""
+        return init_settings, env_settings, InitSettingsSource(settings_cls, _FILE_VALUES.get() or {})
 
     def path(self, *parts: str) -> Path:
         """A path under the home directory, created on demand for its parent."""
         p = self.home.joinpath(*parts)
         p.parent.mkdir(parents=True, exist_ok=True)
         return p
-
-
-_ENV = {
-    "RECREATE_HOME": "home",
-    "RECREATE_MODEL": "model",
-    "RECREATE_OPTIMIZER_MODEL": "optimizer_model",
-    "OPENAI_BASE_URL": "base_url",
-    "RECREATE_SANDBOX": "sandbox",
-    "RECREATE_CHROMA_URL": "chroma_url",
-    "RECREATE_EMBEDDING": "embedding",
-}
-_SECRET_WORDS = ("key", "token", "secret", "password")
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -67,19 +80,37 @@ def _read_toml(path: Path) -> dict[str, Any]:
 def load_settings(
     home: str | Path | None = None, config_file: str | Path | None = None, **overrides: Any
 ) -> Settings:
-    values: dict[str, Any] = {}
     cfg = Path(config_file or os.environ.get("RECREATE_CONFIG", "recreate.toml"))
-    if cfg.is_file():
-        values.update(_read_toml(cfg))
-    for env, key in _ENV.items():
-        if os.environ.get(env):
-            values[key] = os.environ[env]
-    if home is not None:
-        values["home"] = home
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    known = set(Settings.__dataclass_fields__)
-    unknown = sorted(set(values) - known)
+    from_file = _read_toml(cfg) if cfg.is_file() else {}
+    given = {k: v for k, v in overrides.items() if v is not None} | (
+        {"home": home} if home is not None else {}
+    )
+    known = set(Settings.model_fields)
+    unknown = sorted((set(from_file) | set(given)) - known)
     if unknown:
         raise ConfigError(f"unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    values["home"] = Path(values.get("home", ".recreate")).expanduser()
-    return Settings(**values)
+    token = _FILE_VALUES.set(from_file)
+    try:
+        settings = Settings(**given)
+    except ValidationError as exc:
+        raise ConfigError(_one_line(exc, given, cfg)) from None
+    finally:
+        _FILE_VALUES.reset(token)
+    settings.home = settings.home.expanduser()
+    return settings
+
+
+def env_names(name: str) -> list[str]:
+    """The environment variables that set `name`."""
+    return [ENV_PREFIX + name.upper(), *([BASE_URL_ENV] if name == "base_url" else [])]
+
+
+def _one_line(exc: ValidationError, given: dict[str, Any], cfg: Path) -> str:
+    """'setting max_retries from recreate.toml: Input should be a valid integer (got 'six'); fix ...'."""
+    error = exc.errors()[0]
+    head, *rest = (str(part) for part in error["loc"])
+    name = "base_url" if head == BASE_URL_ENV else head
+    set_by = [env for env in env_names(name) if os.environ.get(env)]
+    where = "argument" if name in given else f"environment variable {set_by[0]}" if set_by else str(cfg)
+    field = ".".join([name, *rest])
+    return f"setting {field} from {where}: {error['msg']} (got {error['input']!r}); fix the value"

@@ -37,3 +37,58 @@ def test_bad_config_is_a_clear_error(monkeypatch, tmp_path, content, match):
     (tmp_path / "recreate.toml").write_text(content)
     with pytest.raises(ConfigError, match=match):
         load_settings()
+
+
+@pytest.mark.parametrize(
+    ("where", "match"),
+    [
+        ("file", r"^setting max_retries from recreate\.toml: .*integer.*\(got 'six'\); fix the value$"),
+        ("env", r"^setting max_retries from environment variable RECREATE_MAX_RETRIES: .*\(got 'six'\)"),
+        ("argument", r"^setting max_retries from argument: .*\(got 'six'\)"),
+    ],
+)
+def test_a_bad_value_is_one_line_naming_where_it_came_from(monkeypatch, tmp_path, where, match):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RECREATE_MAX_RETRIES", raising=False)
+    kwargs = {}
+    if where == "file":
+        (tmp_path / "recreate.toml").write_text('[recreate]\nmax_retries = "six"\n')
+    elif where == "env":
+        monkeypatch.setenv("RECREATE_MAX_RETRIES", "six")
+    else:
+        kwargs["max_retries"] = "six"
+    with pytest.raises(ConfigError, match=match) as caught:
+        load_settings(**kwargs)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_value_of_the_wrong_shape_names_the_setting(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "recreate.toml").write_text('[recreate]\nprices = "cheap"\n')
+    with pytest.raises(ConfigError, match=r"^setting prices from recreate\.toml: .*dictionary"):
+        load_settings()
+
+
+def test_only_the_documented_variables_are_read(monkeypatch, tmp_path):
+    """HOME, MODEL or SANDBOX in the environment are not ours; RECREATE_* and OPENAI_BASE_URL are."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("RECREATE_HOME", "RECREATE_MODEL", "RECREATE_SANDBOX", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    monkeypatch.setenv("MODEL", "not-ours")
+    monkeypatch.setenv("SANDBOX", "local")
+    s = load_settings()
+    assert (s.home, s.model, s.sandbox) == (Path(".recreate"), None, "bwrap")
+    monkeypatch.setenv("RECREATE_REQUEST_TIMEOUT_S", "5")
+    monkeypatch.setenv("RECREATE_HOME", "~/state")
+    monkeypatch.setenv("RECREATE_SANDBOX", "")  # empty: unset
+    s = load_settings(config_file=tmp_path / "absent.toml")
+    assert (s.request_timeout_s, s.home, s.sandbox) == (5.0, tmp_path / "user" / "state", "bwrap")
+
+
+def test_file_values_do_not_leak_into_a_later_load(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RECREATE_SANDBOX", raising=False)
+    (tmp_path / "a.toml").write_text('sandbox = "local"\n')
+    assert load_settings(config_file=tmp_path / "a.toml").sandbox == "local"
+    assert load_settings(config_file=tmp_path / "none.toml").sandbox == "bwrap"
