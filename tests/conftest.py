@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import chromadb
 import pytest
 
+from recreate.experience.index import ExperienceIndex
 from recreate.experience.store import ExperienceStore
 from recreate.testing import ScriptedOpenAIServer
 
@@ -18,22 +20,42 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 FAKE_KEY = "sk-test-SECRET-0123456789abcdefghij"
 
 
+def _recording(opened: list[Any], make: Callable[..., Any]) -> Callable[..., Any]:
+    def record(*args: Any, **kwargs: Any) -> Any:
+        made = make(*args, **kwargs)
+        opened.append(made if made is not None else args[0])  # __init__ returns None: the instance
+        return made
+
+    return record
+
+
+@pytest.fixture(scope="session", autouse=True)
+def opened_stores() -> Iterator[list[Any]]:
+    """Every experience store, experience index and embedded Chroma client the session opens, in order.
+    Each holds files and threads (Chroma caches its client per directory until closed), so left open
+    the suite piled up descriptors past 1,024. A test's own are closed after it (see below); a module's
+    or the session's fixtures' at the end of the session."""
+    opened: list[Any] = []
+    with pytest.MonkeyPatch.context() as patch:
+        for cls in (ExperienceStore, ExperienceIndex):
+            patch.setattr(cls, "__init__", _recording(opened, cls.__init__))
+        patch.setattr(chromadb, "PersistentClient", _recording(opened, chromadb.PersistentClient))
+        yield opened
+    _close(opened)
+
+
 @pytest.fixture(autouse=True)
-def close_experience_stores(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Closes the experience stores a test opened and left open: each holds a Chroma client, whose
-    files and threads Chroma keeps (cached per directory) until it is closed, so the suite would pile up
-    about a dozen descriptors per test."""
-    opened: list[ExperienceStore] = []
-    init = ExperienceStore.__init__
-
-    def tracked(store: ExperienceStore, *args: Any, **kwargs: Any) -> None:
-        init(store, *args, **kwargs)
-        opened.append(store)
-
-    monkeypatch.setattr(ExperienceStore, "__init__", tracked)
+def close_experience_stores(opened_stores: list[Any]) -> Iterator[None]:
+    """Closes the stores, indexes and Chroma clients a test opened and left open."""
+    start = len(opened_stores)
     yield
-    for store in opened:
-        store.close()
+    _close(opened_stores[start:])
+    del opened_stores[start:]
+
+
+def _close(opened: list[Any]) -> None:
+    for thing in reversed(opened):  # a store before the index it opened; closing twice is harmless
+        thing.close()
 
 
 @pytest.fixture

@@ -4,6 +4,13 @@ For tests, benchmarks and offline dry runs of a scaffold: the real `openai` clie
 to it over HTTP. Replies come from a FIFO queue (`enqueue`) and then from a responder function; each can
 carry tool calls, usage, provider cost, logprobs/token ids, latency, or a fault (HTTP status, a delay
 longer than the client's timeout, a malformed body, malformed tool-call JSON, empty content).
+
+Built on the standard library's `http.server`, not starlette/uvicorn, on purpose: this module ships in the
+core distribution (`python -m recreate.testing` dry-runs a scaffold on a plain install, without the `ui`
+extra that brings starlette and uvicorn); it starts in about a millisecond on a thread of the caller
+(hundreds of tests start one each); and its faults need no framework: a reply is bytes we write. Each
+connection carries one request (`Connection: close`): a kept-alive one would stay open in the client's
+pool after the server stops (langchain keeps one HTTP client per base URL), two descriptors per server.
 """
 
 from __future__ import annotations
@@ -213,6 +220,8 @@ def _make_handler(server: ScriptedOpenAIServer) -> type[BaseHTTPRequestHandler]:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
+            self.send_header("Connection", "close")  # one request per connection (module docstring)
+            self.close_connection = True
             self.end_headers()
             self.wfile.write(data)
 

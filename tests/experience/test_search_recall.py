@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -43,10 +44,10 @@ def _recall(store: ExperienceStore, query: str, filters: dict | None, k: int = 1
 
 
 @pytest.fixture(scope="module")
-def near_duplicates(tmp_path_factory: pytest.TempPathFactory) -> ExperienceStore:
-    store = ExperienceStore(tmp_path_factory.mktemp("near") / "experience", embedding="hash")
-    store.ingest(near_duplicate_runs(100))  # 2,000 steps: Chroma's HNSW alone misses some (0.7 worst)
-    return store
+def near_duplicates(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExperienceStore]:
+    with ExperienceStore(tmp_path_factory.mktemp("near") / "experience", embedding="hash") as store:
+        store.ingest(near_duplicate_runs(100))  # 2,000 steps: Chroma's HNSW alone misses some (0.7 worst)
+        yield store
 
 
 @pytest.mark.parametrize("filters", [None, {"domain": "math"}, {"outcome": "failed", "task_id": "task-3"}])
