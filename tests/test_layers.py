@@ -22,7 +22,6 @@ PACKAGES = ("recreate", "tapo_backend")
 MAX_LINES = 400
 OVER_TODAY = {  # module -> its size today: not split yet, may not grow
     "recreate/experience/store.py": 404,
-    "recreate/optimizer/loop.py": 407,
     "recreate/scaffold/ops.py": 424,
     "recreate/models.py": 447,
 }

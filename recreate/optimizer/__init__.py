@@ -10,7 +10,7 @@ from typing import Any
 
 _EXPORTS = {
     "Ablations": "recreate.optimizer.reflect",
-    "EvolveConfig": "recreate.optimizer.loop",
+    "EvolveConfig": "recreate.optimizer.state",
     "EvolveError": "recreate.optimizer.optimizer",
     "EvolveLoop": "recreate.optimizer.loop",
     "EvolveResult": "recreate.runs",

@@ -12,7 +12,8 @@ from recreate import progress
 from recreate.evaluation.stats import mean_interval, paired_gate
 
 if TYPE_CHECKING:
-    from recreate.optimizer.loop import EvolveLoop, EvolveState
+    from recreate.optimizer.loop import EvolveLoop
+    from recreate.optimizer.state import EvolveState
 
 
 def _side(scaffold: str, model: str | None, scores: dict[str, float], errors: list[str], seed: int) -> dict:

@@ -38,7 +38,8 @@ from recreate.models import (
     price_overrides,
     require_prices,
 )
-from recreate.optimizer.loop import EvolveConfig, EvolveLoop, test_tasks
+from recreate.optimizer.loop import EvolveLoop, test_tasks
+from recreate.optimizer.state import EvolveConfig
 from recreate.runs import EvolveResult, final_model, result_from_state
 from recreate.sandbox import resolve_sandbox
 from recreate.scaffold import Scaffold, ScaffoldStore, load_scaffold

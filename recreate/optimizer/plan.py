@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from recreate.optimizer.loop import EvolveConfig
+    from recreate.optimizer.state import EvolveConfig
 
 
 def projected_cost(

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from recreate.domains.base import Domain, Task
     from recreate.finetune.evolve_step import FinetuneSettings
     from recreate.models import Budget
-    from recreate.optimizer.loop import EvolveConfig
+    from recreate.optimizer.state import EvolveConfig
     from recreate.runs import EvolveResult
     from recreate.scaffold import Scaffold
 
@@ -99,8 +99,8 @@ def optimize(
     return the result: its final Scaffold and scaffold directory, report, final model spec (and weights
     when fine-tuned) and final test. An existing `run_id` resumes that run. Local model servers started
     here stop when it returns. `why_local`: why the embedded model runs, for the notice (`log`)."""
-    from recreate.optimizer.loop import EvolveConfig
     from recreate.optimizer.optimizer import ReCreateOptimizer
+    from recreate.optimizer.state import EvolveConfig
 
     log = log or logging.getLogger("recreate.progress").info
     settings = load_settings(home=home)

@@ -11,7 +11,8 @@ from recreate.optimizer.synthesis import scaffold_size
 from recreate.scaffold import VersionInfo, ops_to_json
 
 if TYPE_CHECKING:
-    from recreate.optimizer.loop import EvolveLoop, EvolveState
+    from recreate.optimizer.loop import EvolveLoop
+    from recreate.optimizer.state import EvolveState
 
 
 def scaffold_gate(loop: EvolveLoop, state: EvolveState) -> dict[str, Any]:

@@ -156,7 +156,7 @@ def test_a_rollout_cached_but_not_stored_before_a_kill_is_stored_on_resume(
     recreate_home, openai_server, domain
 ):
     from recreate.evaluation import RolloutCache, Rollouts
-    from recreate.optimizer.loop import val_seed
+    from recreate.optimizer.state import val_seed
     from recreate.scaffold import load_scaffold
 
     openai_server.responder = responder
