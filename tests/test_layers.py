@@ -3,7 +3,8 @@ ones inside functions and under TYPE_CHECKING too, so a lazy import cannot hide 
 
 - `recreate.finetune` (the model half of the loop) sits below `recreate.optimizer`: the optimizer's
   loop calls the fine-tuning step, never the other way round. What both need — the gate's statistics
-  (`recreate.evaluation.stats`) and the progress lines (`recreate.progress`) — sits below both.
+  (`recreate.evaluation.stats`) and the progress lines (`recreate.progress`) — sits below both. The
+  web UI reads runs from disk and sits below it too (the optimizer's report is the UI's run page).
 - `recreate` reaches `tapo_backend` only through the trainer's entry points named in
   `tapo_backend/__init__.py` (`TRAINER_ENTRY_POINTS` here), and only from `recreate.finetune`; the
   trajectory schema is the other contract between the two packages.
@@ -31,7 +32,7 @@ TRAINER_ENTRY_POINTS = {  # tapo_backend module -> the names recreate.finetune m
     "tapo_backend.load": {"OUTSIDE", "link_outside", "trajectory_fault"},
     "tapo_backend.trainer": {"load_tokenizer", "token_logprobs", "train"},
 }
-BELOW_THE_OPTIMIZER = ("recreate.finetune", "recreate.evaluation.stats", "recreate.progress")
+BELOW_THE_OPTIMIZER = ("recreate.finetune", "recreate.evaluation.stats", "recreate.progress", "recreate.ui")
 
 
 def module_name(path: Path) -> str:

@@ -47,7 +47,7 @@ def print_summary(
 
 
 def print_grid(console: Console, result: Any) -> None:
-    from recreate.optimizer.report import version_grid
+    from recreate.ui.pairs import version_grid
 
     grid = version_grid(result.history, result.models)
     names = list(dict.fromkeys(m for _, m in grid))

@@ -14,7 +14,7 @@ from urllib.parse import quote, urlencode
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
-from recreate.optimizer.report import component_of, op_content
+from recreate.ui.edits import component_of, op_content
 
 STATIC = Path(__file__).with_name("static")
 
