@@ -176,7 +176,7 @@ def _run_agent(server_models: list[dict[str, object]] | None, model: str, tmp_pa
             REPO / "scaffolds" / "minimal", model=f"{model}@{server.url}", sandbox=sandbox,
             action_format="text", trajectory_dir=tmp_path / "traj", temperature=0.7, **options,
         )  # fmt: skip
-        out = agent.compile().invoke({"task": "Add 3 and 4.", "task_id": "add"})
+        out = agent.compile(public=False).invoke({"task": "Add 3 and 4.", "task_id": "add"})
         return agent.trajectory(out), server.requests
 
 
@@ -239,7 +239,7 @@ def _rollouts(base_url: str, model: str, tmp_path: Path, seeds: range) -> list:
     inputs = [
         {"task": task, "task_id": task_id, "seed": seed} for task_id, task, _ in TASKS for seed in seeds
     ]
-    outputs = agent.compile().batch(inputs, config={"max_concurrency": len(inputs)})
+    outputs = agent.compile(public=False).batch(inputs, config={"max_concurrency": len(inputs)})
     return [_evaluated(agent.trajectory(out)) for out in outputs]
 
 
