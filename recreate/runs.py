@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sqlite3
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -26,6 +27,26 @@ UNFINISHED = "unfinished: the run stopped before its end (run it again with the 
 
 class RunNotFound(ArgumentError):
     """No run by that id or at that path."""
+
+
+class BadRunId(ArgumentError):
+    """A run id that is not a plain name: it would put the run's files outside <home>/runs or evals."""
+
+
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+RUN_ARG = Arg("run_id", "'NAME'", "NAME", flag="--run")
+
+
+def check_run_id(run_id: str, arg: Arg = RUN_ARG) -> str:
+    """`run_id` when it is a plain name (a letter or digit, then up to 127 of letters, digits, '.', '_',
+    '-'; so no '/' and no '..'): the one check every command and function that names a run directory makes."""
+    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
+        raise BadRunId(
+            f"run id {run_id!r} is not a plain name; pass {{run}} with letters, digits, '.', '_' or '-' "
+            "(1 to 128 of them, the first a letter or digit; no '/' or '..')",
+            run=arg,
+        )
+    return run_id
 
 
 @dataclass
@@ -137,7 +158,7 @@ def find_run(run: str | Path, home: str | Path | None = None) -> Path:
     if (path / "config.json").is_file():
         return path.absolute()
     runs = load_settings(home=home).home / "runs"
-    if (runs / str(run) / "config.json").is_file():
+    if RUN_ID.fullmatch(str(run)) and (runs / str(run) / "config.json").is_file():
         return runs / str(run)
     known = sorted(p.parent.name for p in runs.glob("*/config.json"))
     hint = f" (runs there: {', '.join(known[:5])}{', ...' if len(known) > 5 else ''})" if known else ""

@@ -61,11 +61,14 @@ def eval_command(
     from recreate.local import LOCAL_SPEC
     from recreate.models import check_endpoint
     from recreate.optimizer.run import agent_model_spec, serve_models
+    from recreate.runs import check_run_id
     from recreate.scaffold import load_scaffold
 
     settings = load_settings(home=home)
     spec = agent_model_spec(model or settings.model, settings.base_url)  # the fallback evolve uses
     run_id = prefer(run, run_id, "--run")
+    if run_id is not None:
+        check_run_id(run_id)
     options: dict[str, Any] = _parse_options(option)
     if evaluator is not None:
         options["evaluator"] = evaluator

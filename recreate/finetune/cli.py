@@ -54,11 +54,12 @@ def finetune_command(
     started from (the base model; after an earlier `finetune` of the run, the version that one made)."""
     from recreate.domains import get_domain
     from recreate.finetune.offline import FinetuneError, finetune, select_trajectories, train_config
+    from recreate.runs import check_run_id
     from recreate.scaffold import load_scaffold
     from tapo_backend.config import settings_file
 
     settings = load_settings(home=home)
-    run_dir = settings.home / "runs" / run
+    run_dir = settings.home / "runs" / check_run_id(run)
     if not run_dir.is_dir():
         raise FinetuneError(f"--run {run}: no such run under {settings.home / 'runs'}")
     train = given_settings(settings_file(config), algo=algo, max_steps=steps, lr=lr, lora_r=lora_r,

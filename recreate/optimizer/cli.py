@@ -163,10 +163,12 @@ def evolve_command(
 ) -> None:
     """Evolve a seed scaffold into a better, validated one (ReCreate)."""
     from recreate.domains import get_domain
+    from recreate.errors import Arg
     from recreate.evaluation.preflight import preflight
     from recreate.models import Budget, check_endpoint, price_overrides, require_prices
     from recreate.optimizer import Ablations, EvolveConfig
     from recreate.optimizer.run import optimize
+    from recreate.runs import RUN_ARG, check_run_id
     from recreate.scaffold import load_scaffold
 
     if optimizer_protocol not in PROTOCOLS:
@@ -179,6 +181,9 @@ def evolve_command(
         raise typer.BadParameter(f"unknown ablation(s) {unknown}; choose from {', '.join(ABLATIONS)}")
     settings = load_settings(home=home)
     run_id = prefer(run, run_id, "--run")
+    for given, arg in ((run_id, RUN_ARG), (resume, Arg("resume", cli="NAME"))):
+        if given is not None:
+            check_run_id(given, arg)
     usd = parse_budget_usd(budget_usd)
     prices = {**settings.prices, **parse_prices(price)}
     if resume and not (settings.home / "runs" / resume / "config.json").is_file():

@@ -40,7 +40,7 @@ from recreate.models import (
 )
 from recreate.optimizer.loop import EvolveLoop, test_tasks
 from recreate.optimizer.state import EvolveConfig
-from recreate.runs import EvolveResult, final_model, result_from_state
+from recreate.runs import EvolveResult, check_run_id, final_model, result_from_state
 from recreate.sandbox import resolve_sandbox
 from recreate.scaffold import Scaffold, ScaffoldStore, load_scaffold
 
@@ -137,7 +137,7 @@ class ReCreateOptimizer:
                 "use held-out tasks, or pass {allow} to insist",
                 allow=Arg("allow_train_as_val", "True"),
             )
-        run_id = run_id or f"evolve-{uuid.uuid4().hex[:8]}"
+        run_id = check_run_id(run_id) if run_id is not None else f"evolve-{uuid.uuid4().hex[:8]}"
         run_dir = self.settings.home / "runs" / run_id
         run_dir.mkdir(parents=True, exist_ok=True)
         seed_scaffold = seed if isinstance(seed, Scaffold) else load_scaffold(seed, store=self.scaffolds)

@@ -101,7 +101,9 @@ def optimize(
     here stop when it returns. `why_local`: why the embedded model runs, for the notice (`log`)."""
     from recreate.optimizer.optimizer import ReCreateOptimizer
     from recreate.optimizer.state import EvolveConfig
+    from recreate.runs import check_run_id
 
+    run_id = check_run_id(run_id) if run_id is not None else f"evolve-{uuid.uuid4().hex[:8]}"
     log = log or logging.getLogger("recreate.progress").info
     settings = load_settings(home=home)
     agent = model if model is not None else agent_model_spec(settings.model, settings.base_url)
@@ -109,7 +111,6 @@ def optimize(
     if finetune and agent != LOCAL_SPEC:
         raise not_local(str(agent))
     config = config or EvolveConfig()
-    run_id = run_id or f"evolve-{uuid.uuid4().hex[:8]}"
     run_dir = settings.home / "runs" / run_id
     started_fresh = not run_dir.exists()
     asked = (model, optimizer_model, settings.model, settings.optimizer_model)
