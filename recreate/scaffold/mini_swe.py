@@ -32,6 +32,7 @@ import yaml
 from recreate.scaffold.errors import ScaffoldError
 from recreate.scaffold.model import NAME_PATTERN, Limits, Scaffold
 from recreate.scaffold.render import template_variables
+from recreate.scaffold.template_safety import unsafe_reason
 from recreate.scaffold.validate import Bounds, validate_scaffold
 
 KEY = "mini-swe-agent"  # the metadata entry
@@ -102,6 +103,28 @@ def prelude(assignments: dict[str, str], begin: str, end: str) -> str:
     if not assignments:
         return ""
     return begin + "".join(f"{{% set {n} = {e} %}}" for n, e in sorted(assignments.items())) + end
+
+
+def check_config_templates(config: dict[str, Any], where: str) -> None:
+    """Refuse a config any of whose strings (mini-swe-agent renders its templates unsandboxed) reaches
+    Python internals: MiniSweConfigError naming the file and key."""
+    for key, value in _strings(config):
+        reason = unsafe_reason(value)
+        if reason:
+            raise MiniSweConfigError(
+                f"{where}: {key}: {reason} (mini-swe-agent renders it unsandboxed): remove it"
+            )
+
+
+def _strings(value: Any, key: str = "") -> list[tuple[str, str]]:
+    """(dotted key, string) for every string in YAML data."""
+    if isinstance(value, str):
+        return [(key, value)]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in _strings(v, f"{key}.{k}" if key else str(k))]
+    if isinstance(value, list):
+        return [s for i, v in enumerate(value) for s in _strings(v, f"{key}[{i}]")]
+    return []
 
 
 # -- reading ---------------------------------------------------------------------------------------
@@ -229,6 +252,7 @@ def import_config(
     """Merged mini-swe-agent configs as a validated Scaffold, with one note per mapping decision."""
     where = " + ".join(str(p) for p in paths)
     config = merge(*(read_config(p) for p in paths))
+    check_config_templates(config, where)
     agent = config.get("agent", {})
     missing = [k for k in TEMPLATES.values() if not isinstance(agent.get(k), str) or not agent[k].strip()]
     if missing:

@@ -33,6 +33,7 @@ from recreate.scaffold.mini_swe import (
     KEY,
     SUBMIT_COMMAND,
     TEMPLATES,
+    check_config_templates,
     jinja_literal,
     jinja_text,
     prelude,
@@ -191,6 +192,7 @@ def export_config(scaffold: Scaffold, dest: str | Path) -> Exported:
     if scaffold.tools and tools_dir.exists():
         raise ScaffoldError(f"{tools_dir} (for the tools) already exists; choose another config name")
     config, notes, carried = build_config(scaffold, tools_dir)
+    check_config_templates(config, f"{scaffold.ref or scaffold.name}")  # mini-swe-agent renders unsandboxed
     dest.parent.mkdir(parents=True, exist_ok=True)
     if carried:
         for tool in scaffold.tools:

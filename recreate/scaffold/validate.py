@@ -1,8 +1,9 @@
 """Validation: everything a scaffold must satisfy before it is stored or run.
 
-Static checks (always): templates parse and render under StrictUndefined with sample values, the
-instance template uses {{ task }}, limits and sizes inside `Bounds`, names and ids unique and
-well-formed, tool argument schemas valid, Python tool code compiles (compile() only parses).
+Static checks (always): templates parse, name no Python internals in any branch (`template_safety`),
+and render under StrictUndefined with sample values, the instance template uses {{ task }}, limits
+and sizes inside `Bounds`, names and ids unique and well-formed, tool argument schemas valid, Python
+tool code compiles (compile() only parses).
 Sandbox checks (when a sandbox is given, for every tool without static problems): shell tools pass
 `bash -n` and every tool's smoke test passes, each tool in a fresh session. The sandbox is an opened
 backend object: naming one ("bwrap") is resolved by the caller (`recreate.sandbox.get_sandbox`), so this
@@ -32,6 +33,7 @@ from recreate.scaffold.render import (
     system_variables,
     template_variables,
 )
+from recreate.scaffold.template_safety import unsafe_reason
 
 if TYPE_CHECKING:
     from recreate.sandbox.base import Sandbox, Session
@@ -97,6 +99,12 @@ def _template_problems(scaffold: Scaffold) -> list[Problem]:
             continue
         except ScaffoldError as exc:  # a bound hit while reading its variables
             problems.append(Problem(SCAFFOLD_FILE, field, str(exc)))
+            continue
+        unsafe = unsafe_reason(source)  # every branch, taken or not: exports render it unsandboxed
+        if unsafe:
+            problems.append(
+                Problem(SCAFFOLD_FILE, field, f"{unsafe} (an export renders it unsandboxed): remove it")
+            )
             continue
         unknown = sorted(used - set(variables))
         if unknown:

@@ -44,7 +44,10 @@ def test_a_good_scaffold_validates(scaffold):
             {"instance_template": "{{ task.upper(1, 2, 3) }}"},
             "scaffold.yaml: instance_template: does not render",
         ),
-        ({"instance_template": "{{ task.__class__ }}"}, "scaffold.yaml: instance_template: does not render"),
+        (
+            {"instance_template": "{{ task.__class__ }}"},
+            "scaffold.yaml: instance_template: line 1: .__class__ reaches a Python internal",
+        ),
         (
             {"limits": Limits(max_steps=1000)},
             "scaffold.yaml: limits.max_steps: 1000 exceeds the configured bound 250",
