@@ -37,9 +37,9 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def langgraph_dev(tmp_path):
+def langgraph_dev(tmp_path, openai_server):
     """`langgraph dev` over the repo's langgraph.json (absolute paths, so its files land in tmp_path),
-    with no model configured: reading the graphs must not need one."""
+    with an endpoint (the scripted server) but no model configured: reading the graphs must not need one."""
     cli = Path(sys.executable).with_name("langgraph")
     if not cli.exists():
         pytest.skip("langgraph-cli[inmem] is not installed (pip install -e '.[studio]')")
@@ -48,7 +48,11 @@ def langgraph_dev(tmp_path):
     config["graphs"] = {n: str(REPO / t.lstrip("./")) for n, t in config["graphs"].items() if n in GRAPHS}
     (tmp_path / "langgraph.json").write_text(json.dumps(config))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RECREATE_MODEL", "OPENAI_"))}
-    env |= {"RECREATE_HOME": str(tmp_path / "home"), "RECREATE_SANDBOX": "local"}
+    env |= {
+        "RECREATE_HOME": str(tmp_path / "home"),
+        "RECREATE_SANDBOX": "local",
+        "OPENAI_BASE_URL": openai_server.url,
+    }
     port = _free_port()
     argv = [str(cli), "dev", "--port", str(port), "--no-browser", "--no-reload"]
     log = tmp_path / "server.log"
@@ -94,9 +98,10 @@ def test_langgraph_dev_serves_the_schemas_and_runs_with_the_context_settings(lan
     assert set(app["input_schema"]["properties"]) == set(app["output_schema"]["properties"]) == {"messages"}
     assert set(app["context_schema"]["properties"]) == SETTINGS
 
-    # a run takes its model from the context Studio shows (none is configured on the server)
+    # a run takes its model from the context Studio shows (none is configured on the server), served by
+    # the server's endpoint; the sandbox is the server's own (a client may not ask for `local`)
     openai_server.enqueue(tool_call("submit", {"answer": "6"}))
-    context = {"model": f"scripted@{openai_server.url}", "sandbox": "local"}
+    context = {"model": "scripted"}
     out = _call(
         port,
         "/runs/wait",
