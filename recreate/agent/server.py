@@ -6,12 +6,9 @@ environment (RECREATE_SCAFFOLD, RECREATE_MODEL, RECREATE_SANDBOX), so one deploy
 version: `{"context": {"scaffold": "runs/x/scaffolds/ds1000@v7"}}`. The server brings its own
 checkpointer; the graph is compiled without one.
 
-What a client sends (the context, the configurable values) is held to what the server allows, since the
-server's keys and machine serve it: a model reaches the server's own endpoint only (a model name,
-PROVIDER:MODEL, or NAME@URL where URL is the server's OPENAI_BASE_URL), the sandbox is bwrap or docker
-(`local` too where the operator sets RECREATE_SERVER_ALLOW_LOCAL_SANDBOX=1), and a scaffold resolves
-(symlinks followed) inside the server's working directory or RECREATE_HOME. The environment's values are
-the operator's and stay as they are.
+What a client sends (the context, the configurable values) is held to what the server allows
+(recreate.agent.client_settings): the server's own model endpoint, an isolating sandbox, a scaffold inside
+its working directory or home. The environment's values are the operator's and stay as they are.
 """
 
 from __future__ import annotations
@@ -21,7 +18,6 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.outputs import ChatResult
@@ -29,15 +25,12 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph_sdk.runtime import ServerRuntime
 
+from recreate.agent.client_settings import ClientCheck, client_model, client_sandbox, client_scaffold
 from recreate.agent.factory import create_domain_agent
 from recreate.agent.local import is_local_spec
 from recreate.agent.state import context_value
-from recreate.config import Settings, load_settings
-from recreate.models import parse_spec
-from recreate.redact import redact
+from recreate.config import load_settings
 
-ALLOW_LOCAL_SANDBOX = "RECREATE_SERVER_ALLOW_LOCAL_SANDBOX"
-CLIENT_SANDBOXES = ("bwrap", "docker")
 DEFAULT_SCAFFOLD = Path(__file__).resolve().parents[2] / "scaffolds" / "minimal"
 NO_MODEL = "no model: set RECREATE_MODEL (e.g. openai:gpt-4.1-mini) or pass the run's context.model"
 SERVE_LOCAL = (
@@ -114,65 +107,3 @@ def graph_settings(
     if is_local_spec(model):  # create_domain_agent would hand back a context manager, not a graph
         raise ValueError(SERVE_LOCAL.format(model=model))
     return str(scaffold), model or _NoModel(), setting("sandbox", client_sandbox, settings.sandbox)
-
-
-ClientCheck = Callable[[str, Any, Settings], Any]
-
-
-def client_model(key: str, value: Any, settings: Settings) -> str:
-    """A model spec a client sent: one that names an endpoint must name the server's own."""
-    if not isinstance(value, str) or not value or any(c.isspace() or not c.isprintable() for c in value):
-        raise ValueError(f"{key} {value!r} is not a model spec; pass a model name or PROVIDER:MODEL")
-    if is_local_spec(value):
-        return value  # graph_settings says how to serve it
-    url = parse_spec(value)[2]
-    if url is None and "://" not in value:
-        return value  # the server's endpoint (OPENAI_BASE_URL) or the provider's own
-    configured = _endpoint(settings.base_url) if settings.base_url else None
-    if url is not None and configured is not None and _endpoint(url) == configured:
-        return value
-    raise ValueError(
-        f"{key} {redact(value)!r}: a run may not choose the model endpoint; pass a model name or "
-        "PROVIDER:MODEL (served by the server's own endpoint, its OPENAI_BASE_URL)"
-    )
-
-
-def _endpoint(url: str) -> tuple[Any, ...] | None:
-    """A URL compared as an endpoint: scheme, credentials, host, port (the default one spelled out), path
-    without its trailing slash, query and fragment; None when it has no valid port."""
-    parts = urlsplit(url)
-    try:
-        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
-    except ValueError:
-        return None
-    rest = (parts.username, parts.password, parts.hostname, port, parts.path.rstrip("/"), parts.query)
-    return (parts.scheme.lower(), *rest, parts.fragment)
-
-
-def client_sandbox(key: str, value: Any, settings: Settings) -> str:
-    """A sandbox a client asked for: an isolating one, unless the operator allows `local`."""
-    allowed = CLIENT_SANDBOXES + (("local",) if os.environ.get(ALLOW_LOCAL_SANDBOX) == "1" else ())
-    if isinstance(value, str) and value in allowed:
-        return value
-    raise ValueError(
-        f"{key} {value!r}: a run's sandbox is one of {', '.join(allowed)}; pass one of them "
-        f"('local' does not isolate: the server's operator allows it with {ALLOW_LOCAL_SANDBOX}=1)"
-    )
-
-
-def client_scaffold(key: str, value: Any, settings: Settings) -> str:
-    """A scaffold a client named: every path `load_scaffold` may read for it (the text, and the part
-    before `@` of a ref) resolves inside the working directory or the home; a stored `name@vN` does."""
-    roots = [Path.cwd().resolve(), settings.home.resolve()]
-    if isinstance(value, str) and value.strip():
-        location = value.rpartition("@")[0] or value
-        try:
-            paths = [Path(text).expanduser().resolve() for text in (value, location)]
-        except (OSError, ValueError, RuntimeError):  # a NUL byte, an unknown ~user, a symlink loop
-            paths = []
-        if paths and all(any(p.is_relative_to(root) for root in roots) for p in paths):
-            return value
-    raise ValueError(
-        f"{key} {value!r}: a run's scaffold is a stored version (name@vN) or a path inside the server's "
-        "working directory or RECREATE_HOME; pass one of those"
-    )

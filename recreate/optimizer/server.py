@@ -4,6 +4,10 @@ Everything comes from the run's configurable values or the environment:
 `seed` (RECREATE_SEED), `domain` (RECREATE_DOMAIN), `data` (RECREATE_DATA), `evaluator`
 (RECREATE_EVALUATOR), `model` (RECREATE_MODEL), `optimizer_model` (RECREATE_OPTIMIZER_MODEL),
 `rounds`, `batch_size`. The server brings its own checkpointer; the graph is compiled without one.
+
+A run's configurable values come from a client, so they are held to what the server allows (see
+recreate.agent.client_settings): models on the server's own endpoint, seed and data inside its working
+directory or home, and no evaluator (it runs code: the operator sets RECREATE_EVALUATOR).
 """
 
 from __future__ import annotations
@@ -16,13 +20,31 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
-from recreate.config import load_settings
+from recreate.agent.client_settings import ClientCheck, client_model, client_path, client_scaffold
+from recreate.config import Settings, load_settings
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _value(configurable: dict[str, Any], key: str, default: Any = None) -> Any:
-    return configurable.get(key) or os.environ.get(f"RECREATE_{key.upper()}") or default
+def _operator_only(key: str, value: Any, settings: Settings) -> Any:
+    raise ValueError(
+        f"{key}: an evaluator runs code on the server, so a run may not name one; leave it out (the "
+        "server's operator sets RECREATE_EVALUATOR)"
+    )
+
+
+def _count(key: str, value: Any, settings: Settings) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    raise ValueError(f"{key} {value!r} is not a count; pass a whole number above 0")
+
+
+def _domain(key: str, value: Any, settings: Settings) -> str:
+    from recreate.domains.registry import BUILTIN_DOMAINS
+
+    if isinstance(value, str) and value in BUILTIN_DOMAINS:
+        return value
+    raise ValueError(f"{key} {value!r} is not a domain; pass one of {', '.join(BUILTIN_DOMAINS)}")
 
 
 async def make_evolve_graph(config: RunnableConfig) -> CompiledStateGraph:
@@ -36,25 +58,31 @@ def evolve_graph(config: RunnableConfig) -> CompiledStateGraph:
 
     configurable = (config or {}).get("configurable") or {}
     settings = load_settings()
-    model = _value(configurable, "model", settings.model)
+
+    def value(key: str, check: ClientCheck, default: Any = None) -> Any:
+        given = configurable.get(key)
+        if given is not None:
+            return check(f"configurable.{key}", given, settings)
+        return os.environ.get(f"RECREATE_{key.upper()}") or default
+
+    model = value("model", client_model, settings.model)
     if not model:
         raise ValueError("no model: set RECREATE_MODEL (e.g. openai:gpt-4.1-mini) or pass configurable.model")
-    evaluator = _value(configurable, "evaluator")
+    evaluator = value("evaluator", _operator_only)
+    seed = value("seed", client_scaffold, REPO / "scaffolds" / "minimal")
+    data = value("data", client_path, REPO / "examples" / "custom_domain" / "tasks.jsonl")
+    loop = EvolveConfig(
+        rounds=int(value("rounds", _count, 2)), batch_size=int(value("batch_size", _count, 3))
+    )
+    optimizer_model = value("optimizer_model", client_model, model)
     domain = get_domain(
-        _value(configurable, "domain", "jsonl"),
-        data=_value(configurable, "data", REPO / "examples" / "custom_domain" / "tasks.jsonl"),
-        **({"evaluator": evaluator} if evaluator else {}),
+        value("domain", _domain, "jsonl"), data=data, **({"evaluator": evaluator} if evaluator else {})
     )
     opt = ReCreateOptimizer(
-        optimizer_model=_value(configurable, "optimizer_model", model),
-        agent_model=model,
-        sandbox=settings.sandbox,
-        config=EvolveConfig(
-            rounds=int(configurable.get("rounds", 2)), batch_size=int(configurable.get("batch_size", 3))
-        ),
+        optimizer_model=optimizer_model, agent_model=model, sandbox=settings.sandbox, config=loop
     )
     return opt.as_graph(
-        seed=_value(configurable, "seed", REPO / "scaffolds" / "minimal"),
+        seed=seed,
         domain=domain,
         trainset=domain.tasks("train"),
         valset=domain.tasks("val"),

@@ -9,7 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from recreate.agent.server import ALLOW_LOCAL_SANDBOX, graph_settings, make_graph
+from recreate.agent.client_settings import ALLOW_LOCAL_SANDBOX
+from recreate.agent.server import graph_settings, make_graph
 from recreate.testing import ScriptedOpenAIServer
 
 

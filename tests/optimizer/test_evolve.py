@@ -132,18 +132,11 @@ def test_langgraph_server_factory_builds_a_runnable_evolve_graph(recreate_home, 
     from recreate.optimizer.server import evolve_graph
 
     monkeypatch.setenv("RECREATE_EMBEDDING", "hash")
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.url)  # the server's endpoint, evaluator and data
+    monkeypatch.setenv("RECREATE_EVALUATOR", EVALUATOR)
+    monkeypatch.setenv("RECREATE_DATA", str(WORDS / "tasks.jsonl"))
     openai_server.responder = responder
-    graph = evolve_graph(
-        {
-            "configurable": {
-                "model": f"scripted@{openai_server.url}",
-                "domain": "jsonl",
-                "data": str(WORDS / "tasks.jsonl"),
-                "evaluator": EVALUATOR,
-                "rounds": 1,
-            }
-        }
-    )
+    graph = evolve_graph({"configurable": {"model": "scripted", "domain": "jsonl", "rounds": 1}})
     assert graph.checkpointer is None  # the LangGraph server brings its own
     state = graph.invoke({}, {"max_concurrency": 4})
     assert state["final"].startswith("minimal@v") and [h["accepted"] for h in state["history"]] == [

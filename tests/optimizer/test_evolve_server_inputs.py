@@ -1,0 +1,48 @@
+"""The evolve graph's LangGraph factory: a run's configurable values come from a client and are held to
+what the server allows (its endpoint, paths inside its working directory or home, no evaluator)."""
+
+from __future__ import annotations
+
+import pytest
+
+from recreate.optimizer.server import evolve_graph
+from recreate.testing import ScriptedOpenAIServer
+
+
+@pytest.fixture
+def server(monkeypatch, recreate_home, openai_server):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-server-secret-0123456789abcdef")
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.url)
+    monkeypatch.setenv("RECREATE_MODEL", "scripted")
+    return openai_server
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("model", "evil@http://attacker.example/v1"),
+        ("optimizer_model", "evil@http://attacker.example/v1"),
+        ("evaluator", "os:system"),  # imported and called in the server's process
+        ("evaluator", "python3 -c 'import os'"),
+        ("seed", "/etc"),
+        ("data", "/etc/passwd"),
+        ("data", "../tasks.jsonl"),
+        ("domain", "recreate.evil:Domain"),
+        ("rounds", "1; rm"),
+        ("batch_size", 0),
+    ],
+)
+def test_a_client_value_outside_what_the_server_allows_is_refused(server, key, value) -> None:
+    with pytest.raises(ValueError) as caught:
+        evolve_graph({"configurable": {key: value}})
+    message = str(caught.value)
+    assert "\n" not in message and f"configurable.{key}" in message
+    assert server.requests == []
+
+
+def test_the_attacker_endpoint_gets_nothing(server) -> None:
+    with ScriptedOpenAIServer() as attacker:
+        for key in ("model", "optimizer_model"):
+            with pytest.raises(ValueError):
+                evolve_graph({"configurable": {key: f"evil@{attacker.url}"}})
+        assert attacker.requests == []
