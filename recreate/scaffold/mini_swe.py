@@ -42,6 +42,8 @@ SUBMIT_COMMAND = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # mini-swe-agent'
 IMPORT_BEGIN, IMPORT_END = "{#recreate: mini-swe-agent variables#}", "{#/recreate#}"
 EXPORT_BEGIN, EXPORT_END = "{#mini-swe-agent: recreate variables#}", "{#/mini-swe-agent#}"
 MAPPED = {"agent.step_limit", "agent.cost_limit", "environment.timeout"}  # the limits
+MAX_CONFIG_BYTES = 1_000_000
+MAX_CONFIG_DEPTH = 50
 TEMPLATES = {"system_prompt": "system_template", "instance_template": "instance_template"}
 
 # mini-swe-agent's own defaults (minisweagent/agents/default.py AgentConfig, environments/local.py)
@@ -141,9 +143,19 @@ def merge(*configs: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_config(path: Path) -> dict[str, Any]:
-    """One config file as data; MiniSweConfigError when it is not one."""
+    """One config file as data; MiniSweConfigError when it is not one. The file is at most MAX_CONFIG_BYTES
+    and may use no YAML aliases (`*name`): they expand, so a few hundred bytes can become gigabytes."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        with path.open("rb") as file:
+            raw = file.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise MiniSweConfigError(
+                f"{path}: larger than {MAX_CONFIG_BYTES // 1_000_000} MB; a mini-swe-agent config is a "
+                "few kB of YAML: pass the right file"
+            )
+        text = raw.decode("utf-8")
+        _check_events(text, path)
+        data = yaml.safe_load(text)
     except OSError as exc:
         raise MiniSweConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
@@ -159,6 +171,22 @@ def read_config(path: Path) -> dict[str, Any]:
         if value is not None and not isinstance(value, dict):
             raise MiniSweConfigError(f"{path}: `{section}:` must be a mapping, got {type(value).__name__}")
     return {section: value or {} for section, value in data.items()}
+
+
+def _check_events(text: str, path: Path) -> None:
+    """Refuse, before anything is built, YAML aliases and nesting deeper than MAX_CONFIG_DEPTH (which
+    PyYAML parses in quadratic time and composes recursively)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent):
+            raise MiniSweConfigError(
+                f"{path}: uses YAML aliases (*name), which recreate does not expand: write the values out"
+            )
+        depth += isinstance(event, yaml.CollectionStartEvent) - isinstance(event, yaml.CollectionEndEvent)
+        if depth > MAX_CONFIG_DEPTH:
+            raise MiniSweConfigError(
+                f"{path}: nested deeper than {MAX_CONFIG_DEPTH} levels; not a mini-swe-agent config"
+            )
 
 
 def is_config(path: Path) -> bool:
@@ -226,9 +254,11 @@ def _template_prelude(field: str, source: str, config: dict[str, Any], where: st
 def _limit(value: Any, default: float, bound: float, key: str, field: str, notes: list[str]) -> float:
     """A mini-swe-agent limit (0: none) as ours (positive for steps, inside recreate's bounds)."""
     number = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-    if number is None:
-        raise MiniSweConfigError(f"{key} must be a number, got {value!r}")
-    if number <= 0 and field != "max_cost_usd":
+    whole = field != "max_steps" or number is None or number.is_integer()
+    if number is None or not math.isfinite(number) or number < 0 or not whole:
+        kind = "a whole number" if field == "max_steps" else "a number"
+        raise MiniSweConfigError(f"{key} must be {kind} >= 0 (0: no limit), got {value!r}")
+    if number == 0 and field != "max_cost_usd":
         notes.append(f"{key} {value} (no limit) -> limits.{field} {default:g} (recreate's default)")
         return default
     if number > bound:
@@ -236,6 +266,22 @@ def _limit(value: Any, default: float, bound: float, key: str, field: str, notes
         return bound
     notes.append(f"{key} {value} -> limits.{field}")
     return number
+
+
+def _limits(agent: dict[str, Any], environment: dict[str, Any], notes: list[str]) -> Limits:
+    """The config's limits as ours; MiniSweConfigError naming the key of a bad one."""
+    bounds, defaults = Bounds(), Limits()
+    return Limits(
+        max_steps=int(
+            _limit(agent.get("step_limit", 0), defaults.max_steps, bounds.max_steps,
+                   "agent.step_limit", "max_steps", notes)
+        ),
+        max_cost_usd=_limit(agent.get("cost_limit", AGENT_DEFAULTS["cost_limit"]), 0, bounds.max_cost_usd,
+                            "agent.cost_limit", "max_cost_usd", notes),
+        command_timeout_s=_limit(environment.get("timeout", ENVIRONMENT_DEFAULTS["timeout"]),
+                                 defaults.command_timeout_s, bounds.command_timeout_s,
+                                 "environment.timeout", "command_timeout_s", notes),
+    )  # fmt: skip
 
 
 def scaffold_name(paths: list[Path]) -> str:
@@ -265,19 +311,11 @@ def import_config(
     for field, key in TEMPLATES.items():
         templates[field], mapped = _template_prelude(field, agent[key], config, where)
         notes.append(f"agent.{key} -> {field}" + (f" ({'; '.join(mapped)})" if mapped else ""))
-    bounds, environment, model = Bounds(), config.get("environment", {}), config.get("model", {})
-    defaults = Limits()
-    limits = Limits(
-        max_steps=int(
-            _limit(agent.get("step_limit", 0), defaults.max_steps, bounds.max_steps,
-                   "agent.step_limit", "max_steps", notes)
-        ),
-        max_cost_usd=_limit(agent.get("cost_limit", AGENT_DEFAULTS["cost_limit"]), 0, bounds.max_cost_usd,
-                            "agent.cost_limit", "max_cost_usd", notes),
-        command_timeout_s=_limit(environment.get("timeout", ENVIRONMENT_DEFAULTS["timeout"]),
-                                 defaults.command_timeout_s, bounds.command_timeout_s,
-                                 "environment.timeout", "command_timeout_s", notes),
-    )  # fmt: skip
+    environment, model = config.get("environment", {}), config.get("model", {})
+    try:
+        limits = _limits(agent, environment, notes)
+    except MiniSweConfigError as exc:
+        raise MiniSweConfigError(f"{where}: {exc}") from None
     text = "textbased" in str(model.get("model_class", "")) or "action_regex" in model
     asked = any(TEXT_BLOCK in agent[key] for key in TEMPLATES.values())
     if text or asked:
