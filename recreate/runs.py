@@ -33,6 +33,13 @@ class BadRunId(ArgumentError):
     """A run id that is not a plain name: it would put the run's files outside <home>/runs or evals."""
 
 
+class BrokenRun(ArgumentError):
+    """A run directory holding a file that cannot be read back (truncated, corrupted, edited by hand)."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        super().__init__(f"{path} {' '.join(what.split())}: restore it from a backup, or start a new run")
+
+
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 RUN_ARG = Arg("run_id", "'NAME'", "NAME", flag="--run")
 
@@ -131,11 +138,26 @@ def final_model(run_dir: Path, config: dict[str, Any], version: str | None) -> t
     if "finetune" not in config:
         return config.get("agent_spec") or config.get("agent_model"), None
     versions = run_dir / "policy" / "versions.json"
-    rows = json.loads(versions.read_text(encoding="utf-8")) if versions.is_file() else []
+    rows = _read_json(versions, list) if versions.is_file() else []
+    if not all(isinstance(r, dict) and {"name", "index"} <= r.keys() for r in rows):
+        raise BrokenRun(versions, "is not a list of policy versions (objects with name and index)")
     row = next((r for r in rows if r["name"] == version), None)
     if row is None or not row["index"] or not row.get("gguf"):
         return "local", None  # the base model: the embedded one
+    if not isinstance(row["gguf"], str) or not isinstance(row.get("hf_dir"), str):
+        raise BrokenRun(versions, f"has version {version!r} without a gguf and hf_dir path")
     return f"local:{row['gguf']}", Path(row["hf_dir"])
+
+
+def _read_json(path: Path, kind: type[dict] | type[list]) -> Any:
+    """A run file's JSON, which must be a `kind` (a BrokenRun naming the file otherwise)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:  # unreadable, not UTF-8 or not JSON, too deep
+        raise BrokenRun(path, f"cannot be read as JSON ({exc})") from None
+    if not isinstance(data, kind):
+        raise BrokenRun(path, f"is not a JSON {'object' if kind is dict else 'list'}")
+    return data
 
 
 def checkpoint_state(run_dir: Path, run_id: str) -> dict[str, Any]:
@@ -145,9 +167,14 @@ def checkpoint_state(run_dir: Path, run_id: str) -> dict[str, Any]:
     path = run_dir / "checkpoints.sqlite"
     if not path.is_file():
         return {}
-    with contextlib.closing(sqlite3.connect(path, check_same_thread=False)) as conn:
-        found = SqliteSaver(conn).get_tuple({"configurable": {"thread_id": run_id}})
-    return dict(found.checkpoint["channel_values"]) if found else {}
+    try:
+        with contextlib.closing(sqlite3.connect(path, check_same_thread=False)) as conn:
+            found = SqliteSaver(conn).get_tuple({"configurable": {"thread_id": run_id}})
+        return dict(found.checkpoint["channel_values"]) if found else {}
+    except Exception as exc:  # not a database, or a checkpoint its decoder cannot read: whatever it raises
+        raise BrokenRun(
+            path, f"cannot be read as the run's checkpoints ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def find_run(run: str | Path, home: str | Path | None = None) -> Path:
@@ -176,10 +203,12 @@ def load_run(run_id_or_path: str | Path, *, home: str | Path | None = None) -> E
     from recreate.models import UsageLedger
 
     run_dir = find_run(run_id_or_path, home)
-    config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+    config = _read_json(run_dir / "config.json", dict)
     run_id = config.get("run_id", run_dir.name)
+    if not isinstance(run_id, str):
+        raise BrokenRun(run_dir / "config.json", f"has run_id {run_id!r}, not a string")
     saved_file = run_dir / "result.json"
-    saved = json.loads(saved_file.read_text(encoding="utf-8")) if saved_file.is_file() else {}
+    saved = _saved_result(saved_file) if saved_file.is_file() else {}
     state = checkpoint_state(run_dir, run_id)
     stopped = None if state.get("final") else (saved.get("stopped") or UNFINISHED)
     usage = UsageLedger(run_dir / "ledger.jsonl").by_role()
@@ -188,10 +217,7 @@ def load_run(run_id_or_path: str | Path, *, home: str | Path | None = None) -> E
             state, run_id=run_id, run_dir=run_dir, stopped=stopped, usage=usage, config=config
         )
     elif saved:  # a run without checkpoints (checkpointer=None): its result.json
-        known = EvolveResult.__dataclass_fields__.keys() - {"scaffold", "run_dir", "config", "usage"}
-        result = EvolveResult(
-            run_dir=run_dir, config=config, usage=usage, **{k: saved[k] for k in known if k in saved}
-        )
+        result = EvolveResult(run_dir=run_dir, config=config, usage=usage, **saved)
     else:
         result = EvolveResult(run_id=run_id, run_dir=run_dir, final=None, stopped=UNFINISHED, config=config)
     report = run_dir / "report" / "report.html"
@@ -201,6 +227,23 @@ def load_run(run_id_or_path: str | Path, *, home: str | Path | None = None) -> E
     result.scaffold = _final_scaffold(result, home if home is not None else _home_of(run_dir))
     result.model, result.weights = final_model(run_dir, config, result.final_model)
     return result
+
+
+def _saved_result(path: Path) -> dict[str, Any]:
+    """result.json's fields of an EvolveResult (BrokenRun when one is missing or of the wrong kind)."""
+    data = _read_json(path, dict)
+    known = {f.name for f in fields(EvolveResult)} - {"scaffold", "run_dir", "config", "usage"}
+    saved = {"final": None} | {k: v for k, v in data.items() if k in known}
+    if not isinstance(saved.get("run_id"), str):
+        raise BrokenRun(path, "has no run_id string")
+    for name in ("final", "stopped", "final_model"):
+        if saved.get(name) is not None and not isinstance(saved[name], str):
+            raise BrokenRun(path, f"has {name} {saved[name]!r}, not a string")
+    for f in fields(EvolveResult):
+        kind = f.default_factory
+        if f.name in saved and kind in (list, dict) and not isinstance(saved[f.name], kind):
+            raise BrokenRun(path, f"has {f.name} that is not a JSON {'list' if kind is list else 'object'}")
+    return saved
 
 
 def _home_of(run_dir: Path) -> Path | None:
