@@ -13,13 +13,14 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
+from recreate.cli_options import emit_json, home_option, json_option
 from recreate.config import load_settings
 from recreate.console import make_console
 from recreate.redact import redact
@@ -220,10 +221,15 @@ def checks_table(checks: list[Check]) -> Table:
 def doctor_command(
     model: str = typer.Option(None, "--model", help="Model spec whose endpoint to check."),
     base_url: str = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint to check."),
+    home: Path | None = home_option(),
+    as_json: bool = json_option("the checks"),
 ) -> None:
     """Check Python, sandboxes, Chroma, embeddings, torch and the model endpoint."""
     checks = run_checks(model, base_url)
-    make_console().print(checks_table(checks))
+    if as_json:
+        emit_json([asdict(c) for c in checks])
+    else:
+        make_console().print(checks_table(checks))
     missing = missing_needs(checks)
     if missing:
         names = ", ".join(c.name for c in missing)

@@ -21,7 +21,6 @@ from tapo_backend.cli import app as tapo_app
 REPO = Path(__file__).resolve().parents[1]
 # commands that read or write no state under the home (so take no --home)
 STATELESS = {
-    ("recreate", "doctor"),
     ("recreate", "domain", "list"),
     ("recreate", "sandbox", "run"),
     ("recreate", "sandbox", "status"),
@@ -119,6 +118,7 @@ def test_json_output_is_the_only_stdout(tmp_path):
         ("experience", "ls", "--home", str(home)),
         ("scaffold", "show", minimal),
         ("model", "status", "--home", str(home)),
+        ("doctor", "--home", str(home)),
     ):
         done = run(*args, "--json")
         assert done.returncode in (0, 1), done.stderr
