@@ -91,6 +91,7 @@ def main() -> None:
 
 def _one_line(exc: Exception) -> str:
     from recreate.errors import cli_message  # an error naming Python arguments names our options here
+    from recreate.redact import redact
 
     text = cli_message(exc).strip() or type(exc).__name__
-    return " ".join(text.split())
+    return redact(" ".join(text.split()))

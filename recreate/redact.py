@@ -1,7 +1,8 @@
 """Keep secrets out of logs, trajectories and sandboxes.
 
 A secret is the value of any environment variable whose name looks like one (…_API_KEY, …_TOKEN,
-…SECRET…, …PASSWORD…). `redact` replaces such values in text; `SecretFilter` does it for log records;
+…SECRET…, …PASSWORD…), a key-shaped token, or the password in a URL (scheme://user:PASSWORD@host).
+`redact` replaces such values in text; `SecretFilter` does it for log records;
 `safe_env` drops such variables from an environment passed on to a child process.
 """
 
@@ -13,6 +14,8 @@ import re
 
 _SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
 _KEY_SHAPES = re.compile(r"\b(sk-[A-Za-z0-9_\-]{16,}|xox[abp]-[A-Za-z0-9\-]{10,}|AKIA[0-9A-Z]{16})\b")
+# the password of a URL's userinfo (scheme://user:password@host): kept in no log whatever its env var
+_URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*):[^@/\s]+@")
 MASK = "***"
 
 
@@ -28,6 +31,7 @@ def secret_values() -> list[str]:
 def redact(text: str) -> str:
     for value in secret_values():
         text = text.replace(value, MASK)
+    text = _URL_PASSWORD.sub(rf"\g<head>:{MASK}@", text)
     return _KEY_SHAPES.sub(MASK, text)
 
 
