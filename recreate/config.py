@@ -9,6 +9,7 @@ where it came from (argument, environment variable or file) and what it must be.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from contextvars import ContextVar
 from pathlib import Path
@@ -16,6 +17,9 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings.exceptions import SettingsError
+
+from recreate.redact import redact
 
 
 class ConfigError(ValueError):
@@ -94,6 +98,8 @@ def load_settings(
         settings = Settings(**given)
     except ValidationError as exc:
         raise ConfigError(_one_line(exc, given, cfg)) from None
+    except SettingsError as exc:  # a structured value (e.g. prices) in the environment that is not JSON
+        raise ConfigError(_not_json(exc)) from None
     finally:
         _FILE_VALUES.reset(token)
     settings.home = settings.home.expanduser()
@@ -105,6 +111,13 @@ def env_names(name: str) -> list[str]:
     return [ENV_PREFIX + name.upper(), *([BASE_URL_ENV] if name == "base_url" else [])]
 
 
+def _not_json(exc: SettingsError) -> str:
+    field = re.search(r'field "([^"]+)"', str(exc))
+    name = field[1] if field else "?"
+    env = ", ".join(env_names(name))
+    return f"setting {name} from environment variable {env}: must be JSON (e.g. a JSON object); fix the value"
+
+
 def _one_line(exc: ValidationError, given: dict[str, Any], cfg: Path) -> str:
     """'setting max_retries from recreate.toml: Input should be a valid integer (got 'six'); fix ...'."""
     error = exc.errors()[0]
@@ -113,4 +126,5 @@ def _one_line(exc: ValidationError, given: dict[str, Any], cfg: Path) -> str:
     set_by = [env for env in env_names(name) if os.environ.get(env)]
     where = "argument" if name in given else f"environment variable {set_by[0]}" if set_by else str(cfg)
     field = ".".join([name, *rest])
-    return f"setting {field} from {where}: {error['msg']} (got {error['input']!r}); fix the value"
+    got = redact(repr(error["input"]))  # a misplaced key must not reach the terminal
+    return f"setting {field} from {where}: {error['msg']} (got {got}); fix the value"

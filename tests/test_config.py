@@ -92,3 +92,20 @@ def test_file_values_do_not_leak_into_a_later_load(monkeypatch, tmp_path):
     (tmp_path / "a.toml").write_text('sandbox = "local"\n')
     assert load_settings(config_file=tmp_path / "a.toml").sandbox == "local"
     assert load_settings(config_file=tmp_path / "none.toml").sandbox == "bwrap"
+
+
+def test_a_structured_setting_that_is_not_json_is_one_line(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RECREATE_PRICES", "notjson")
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert "RECREATE_PRICES" in message and "JSON" in message and "\n" not in message
+
+
+def test_a_bad_value_that_looks_like_a_key_is_not_echoed(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RECREATE_MAX_RETRIES", "sk-" + "S" * 24)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert "RECREATE_MAX_RETRIES" in str(caught.value) and "SSSSSSSS" not in str(caught.value)
