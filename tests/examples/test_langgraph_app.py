@@ -73,10 +73,11 @@ def test_router_sends_work_to_the_agent_and_questions_to_chat(openai_server, tmp
 def test_langgraph_json_points_at_loadable_factories(monkeypatch, openai_server):
     config = json.loads((REPO / "langgraph.json").read_text())
     monkeypatch.setenv("RECREATE_MODEL", f"scripted@{openai_server.url}")
+    monkeypatch.setenv("RECREATE_SANDBOX", "local")  # the operator's choice: a client may not pick `local`
     for name, target in config["graphs"].items():
         file, _, attr = target.partition(":")
         factory = getattr(_load(REPO / file, f"lg_{attr}"), attr)
-        config = {"configurable": {"sandbox": "local"}}
+        config = {"configurable": {}}
         if "runtime" in inspect.signature(factory).parameters:  # the server's runtime while it reads
             reading = _ReadRuntime(access_context="assistants.read", user=None, store=None)
             graph = asyncio.run(factory(config, runtime=reading))  # the server awaits them
@@ -108,6 +109,9 @@ def test_langgraph_dev_serves_the_domain_agent_and_the_evolve_loop(openai_server
         RECREATE_MODEL=f"scripted@{openai_server.url}",
         RECREATE_HOME=str(tmp_path / "home"),
         RECREATE_EMBEDDING="hash",
+        # what runs code or reads files outside the server's folders is the operator's, not a client's
+        RECREATE_EVALUATOR=EVALUATOR,
+        RECREATE_DATA=str(WORDS / "tasks.jsonl"),
     )
     # the repo's langgraph.json with absolute paths, so the server's files land in tmp_path, not the repo
     config = json.loads((REPO / "langgraph.json").read_text())
@@ -130,7 +134,7 @@ def test_langgraph_dev_serves_the_domain_agent_and_the_evolve_loop(openai_server
         client = get_sync_client(url=f"http://127.0.0.1:{port}")
         out = client.runs.wait(None, "domain_agent", input={"task": "What is 2*3?"})
         openai_server.responder = responder
-        words = {"domain": "jsonl", "data": str(WORDS / "tasks.jsonl"), "evaluator": EVALUATOR, "rounds": 1}
+        words = {"domain": "jsonl", "rounds": 1}
         evolved = client.runs.wait(None, "evolve", input={}, config={"configurable": words})
     finally:
         server.terminate()
