@@ -9,6 +9,7 @@ import typer
 
 from recreate import __version__
 from recreate.cli_options import apply_conventions, common_flags
+from recreate.errors import one_line
 
 app = typer.Typer(help="Create and improve domain agents from their own experience.", no_args_is_help=True)
 
@@ -84,14 +85,6 @@ def main() -> None:
             sys.exit(getattr(exc, "exit_code", 2))
         if _state["debug"]:
             raise
-        typer.echo(f"error: {_one_line(exc)}", err=True)
+        typer.echo(f"error: {one_line(exc)}", err=True)
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)
-
-
-def _one_line(exc: Exception) -> str:
-    from recreate.errors import cli_message  # an error naming Python arguments names our options here
-    from recreate.redact import redact
-
-    text = cli_message(exc).strip() or type(exc).__name__
-    return redact(" ".join(text.split()))

@@ -61,3 +61,11 @@ class ArgumentError(ValueError):
 def cli_message(exc: BaseException, flags: Mapping[str, str] | None = None) -> str:
     """An error's message as the command line says it: options where it names arguments."""
     return exc.for_cli(flags) if isinstance(exc, ArgumentError) else str(exc)
+
+
+def one_line(exc: BaseException) -> str:
+    """An error as the command line says it: one line, options where it names arguments, secrets masked."""
+    from recreate.redact import redact
+
+    text = cli_message(exc).strip() or type(exc).__name__
+    return redact(" ".join(text.split()))

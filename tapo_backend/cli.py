@@ -96,6 +96,12 @@ def train(
     max_staleness: int = typer.Option(
         0, "--max-staleness", min=0, help="--online: replay this many versions back."
     ),
+    lag: int = typer.Option(
+        0,
+        "--lag",
+        min=0,
+        help="--online: train only on the rollouts sampled this many iterations ago (stale, off-policy).",
+    ),  # fmt: skip
 ) -> None:
     """Train MODEL on the trajectories under LOGS; or, with --online, run the domain agent (SCAFFOLD) on
     DOMAIN's training tasks against the served embedded model, train on what it did, serve the new
@@ -111,7 +117,7 @@ def train(
         _train_online(
             domain, data, evaluator, scaffold, train=given, dry_run=dry_run, run_name=run_name,
             output_dir=output_dir, iterations=iterations, group_size=group_size,
-            tasks_per_iteration=tasks_per_iteration, max_staleness=max_staleness,
+            tasks_per_iteration=tasks_per_iteration, max_staleness=max_staleness, lag=lag,
         )  # fmt: skip
         return
     if logs is None or model is None:
@@ -260,7 +266,9 @@ def main() -> None:
             sys.exit(1)
         if _state["debug"]:
             raise
-        typer.echo(f"error: {' '.join((str(exc).strip() or type(exc).__name__).split())}", err=True)
+        from recreate.errors import one_line
+
+        typer.echo(f"error: {one_line(exc)}", err=True)
         sys.exit(2)
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from recreate.domains.base import Domain, Task
+from recreate.errors import Arg, ArgumentError
 from recreate.evaluation.stats import bootstrap_ci
 from recreate.experience.schema import Trajectory
 from recreate.finetune.policy import LORA_LR, ServedPolicy
@@ -56,6 +57,14 @@ class OnlineConfig:
     # TrainConfig settings over the trainer's defaults above (`tapo train --online --config`, TRL names
     # mapped, with the options given on top); the loop sets the paths, temperature and seed itself
     train: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.lag and self.max_staleness:
+            raise ArgumentError(
+                "{lag} and {max_staleness} exclude each other: train on the rollouts of one stale"
+                " iteration or replay every rollout up to some versions back, not both",
+                lag=Arg("lag"), max_staleness=Arg("max_staleness"),
+            )  # fmt: skip
 
 
 # the OnlineConfig fields that are the trainer's defaults (`train` goes over them); the rest run the loop

@@ -116,3 +116,14 @@ def test_the_loop_sets_what_it_owns() -> None:
     for key in ("temperature", "output_dir", "run_name", "seed"):
         with pytest.raises(ConfigError, match=f"{key}: set by tapo train --online itself"):
             train_config(OnlineConfig(train={key: 1}), Path("/r"), 1)
+
+
+def test_lag_reaches_the_loop_and_excludes_max_staleness(monkeypatch, capsys, recreate_home) -> None:
+    code, out, err = run_tapo(monkeypatch, capsys, *ONLINE, "--lag", "4", "--dry-run")
+    assert code == 0, err
+    assert yaml.safe_load(out)["online"]["lag"] == 4
+    code, _, err = run_tapo(monkeypatch, capsys, *ONLINE, "--lag", "4", "--max-staleness", "1", "--dry-run")
+    assert code == 2 and err.count("\n") == 1, err
+    assert "--lag and --max-staleness exclude each other" in err
+    with pytest.raises(ValueError, match="lag and max_staleness exclude each other"):
+        OnlineConfig(lag=2, max_staleness=1)  # the Python API names its arguments
