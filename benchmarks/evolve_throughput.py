@@ -7,7 +7,12 @@ ceil(N / C) * 7 * L. Everything else is real: HTTP to a local OpenAI-compatible 
 process, like any real endpoint: in ours its threads would take turns with ours on the GIL), bubblewrap
 sandboxes for the agent and the evaluator, the experience store and the scaffold store.
 
+`--executor ray` runs the same phase a second time with each rollout a Ray task on a local Ray (started
+before either phase; its workers warm up on the round's v0 validation, as they do in any run) and prints
+the two side by side with their ratio.
+
     .venv/bin/python benchmarks/evolve_throughput.py [--tasks 32] [--concurrency 8] [--latency 0.5]
+        [--executor threads|ray]
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import multiprocessing.synchronize
 import statistics
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from recreate.domains import get_domain  # noqa: E402
+from recreate.evaluation.ray_executor import make_executor  # noqa: E402
 from recreate.experience.store import ExperienceStore  # noqa: E402
 from recreate.optimizer import EvolveConfig, ReCreateOptimizer  # noqa: E402
 from recreate.testing import ScriptedOpenAIServer  # noqa: E402
@@ -70,7 +77,9 @@ def make_domain(root: Path, n_train: int) -> tuple[object, list, list]:
     return domain, tasks[:n_train], tasks[n_train:]
 
 
-def run_phase(n_tasks: int, concurrency: int, latency: float) -> tuple[float, list[float]]:
+def run_phase(
+    n_tasks: int, concurrency: int, latency: float, executor: object = None
+) -> tuple[float, list[float]]:
     """(rollout+reflection phase wall time, per-task wall times) of one evolve round."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -85,6 +94,7 @@ def run_phase(n_tasks: int, concurrency: int, latency: float) -> tuple[float, li
                 home=root / "home",
                 experience=ExperienceStore(root / "home" / "experience", embedding="hash"),
                 config=EvolveConfig(rounds=1, batch_size=n_tasks),
+                executor=executor,
             )
             sets = {
                 "seed": REPO / "scaffolds" / "minimal",
@@ -105,25 +115,34 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=32)
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--latency", type=float, default=0.5)
+    ap.add_argument("--executor", choices=["threads", "ray"], default="threads")
     args = ap.parse_args()
+    on_ray = None
+    if args.executor == "ray":
+        started = time.monotonic()
+        on_ray = make_executor("ray", concurrency=args.concurrency)
+        on_ray.connect()  # type: ignore[union-attr]
+        print(f"local Ray started in {time.monotonic() - started:.1f} s (not in any phase)")
     serial, serial_tasks = run_phase(max(4, args.tasks // args.concurrency), 1, args.latency)
-    phase, per_task = run_phase(args.tasks, args.concurrency, args.latency)
-    rate = 60 * args.tasks / phase
     llm_ideal = 60 * args.concurrency / (CALLS_PER_TASK * args.latency)
     scaling_ideal = 60 * args.concurrency * len(serial_tasks) / serial
     print(f"tasks={args.tasks} concurrency={args.concurrency} latency={args.latency}s (bwrap sandboxes)")
     print(
-        f"measured: {rate:.1f} tasks/min (phase {phase:.2f} s; task p50 {statistics.median(per_task):.2f} s)"
-    )
-    print(
-        f"ideal A, LLM latency only ({CALLS_PER_TASK} x {args.latency}s a task): {llm_ideal:.1f} tasks/min"
-        f" -> ratio {rate / llm_ideal:.3f}"
-    )
-    print(
+        f"ideal A, LLM latency only ({CALLS_PER_TASK} x {args.latency}s a task): {llm_ideal:.1f} tasks/min; "
         f"ideal B, {args.concurrency} x the measured serial rate ({serial / len(serial_tasks):.2f} s/task at "
         f"concurrency 1, sandboxes and evaluation included): {scaling_ideal:.1f} tasks/min"
-        f" -> ratio {rate / scaling_ideal:.3f}"
     )
+    rates = {}
+    for name, executor in [("threads", None)] + ([("ray", on_ray)] if on_ray is not None else []):
+        phase, per_task = run_phase(args.tasks, args.concurrency, args.latency, executor)
+        rates[name] = rate = 60 * args.tasks / phase
+        p50 = statistics.median(per_task)
+        print(
+            f"{name:>7}: {rate:.1f} tasks/min (phase {phase:.2f} s; task p50 {p50:.2f} s)"
+            f" -> ratio to ideal A {rate / llm_ideal:.3f}, to ideal B {rate / scaling_ideal:.3f}"
+        )
+    if on_ray is not None:
+        print(f"ray / threads: {rates['ray'] / rates['threads']:.3f}")
 
 
 if __name__ == "__main__":

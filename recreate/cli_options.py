@@ -45,6 +45,15 @@ def sandbox_option(help: str = SANDBOX_HELP) -> Any:
     return typer.Option(None, "--sandbox", help=help, show_default=False)
 
 
+def executor_option() -> Any:
+    return typer.Option(
+        "threads",
+        "--executor",
+        help="Where rollouts run: threads (this process), ray (a Ray on this machine, 127.0.0.1 only) or "
+        "ray://HOST:PORT (a Ray cluster; see README 'Scaling out').",
+    )
+
+
 def json_option(what: str = "the result") -> Any:
     """--json: from the moment it is parsed, the command's own printing goes to stderr and
     `emit_json(doc)` alone writes to stdout."""

@@ -4,7 +4,7 @@ from importlib import import_module
 from typing import Any
 
 _EXPORTS = {
-    "RolloutCache": "recreate.evaluation.rollout",
+    "RolloutCache": "recreate.evaluation.cache",
     "Rollouts": "recreate.evaluation.rollout",
     "run_task": "recreate.evaluation.rollout",
     "run_tasks": "recreate.evaluation.rollout",

@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from recreate.cli_options import deprecated, emit_json, home_option, json_option, prefer, sandbox_option
+from recreate.cli_options import (
+    deprecated,
+    emit_json,
+    executor_option,
+    home_option,
+    json_option,
+    prefer,
+    sandbox_option,
+)
 from recreate.config import load_settings
 from recreate.console import make_console
 
@@ -43,6 +51,7 @@ def eval_command(
     run: str | None = typer.Option(None, "--run", help="name of this run (default: from the inputs)"),
     run_id: str | None = deprecated("--run-id", "--run"),
     sandbox: str | None = sandbox_option(),
+    executor: str = executor_option(),
     evaluator: str | None = typer.Option(None, "--evaluator", help="jsonl: command or module:function"),
     option: list[str] = typer.Option([], "--option", "-o", help="domain option KEY=VALUE (repeatable)"),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="show a progress bar"),
@@ -56,6 +65,7 @@ def eval_command(
     from recreate.evaluation.leakage import evolved_task_ids
     from recreate.evaluation.metrics import summarize
     from recreate.evaluation.preflight import preflight
+    from recreate.evaluation.ray_executor import make_executor
     from recreate.evaluation.report import print_summary, write_chart, write_html, write_json
     from recreate.evaluation.rollout import Rollouts
     from recreate.local import LOCAL_SPEC
@@ -65,6 +75,7 @@ def eval_command(
     from recreate.scaffold import load_scaffold
 
     settings = load_settings(home=home)
+    runs_on = make_executor(executor, concurrency=concurrency)
     spec = agent_model_spec(model or settings.model, settings.base_url)  # the fallback evolve uses
     run_id = prefer(run, run_id, "--run")
     if run_id is not None:
@@ -105,7 +116,8 @@ def eval_command(
             )
         rollouts = Rollouts(
             loaded, loaded_domain, model=models["agent_model"], sandbox=sandbox or settings.sandbox,
-            run_id=run_id, trajectory_dir=out / "trajectories", **models.get("agent_options", {}),
+            run_id=run_id, trajectory_dir=out / "trajectories", executor=runs_on,
+            **models.get("agent_options", {}),
         )  # fmt: skip
         cached = sum(rollouts.cached(t, s) is not None for t in tasks for s in range(seeds))
         if cached < len(tasks) * seeds:

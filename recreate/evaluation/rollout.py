@@ -2,9 +2,11 @@
 
 `run_task` runs the domain agent in a fresh sandbox session prepared by `domain.prepare`, then judges the
 submission with `domain.evaluate` (which opens another fresh sandbox that receives only the submission),
-and returns the Trajectory with its evaluation. `run_tasks` does many with bounded concurrency. Finished
-rollouts are cached on disk under RECREATE_HOME, so a resumed run (even after kill -9) pays nothing
-twice. The cache key names everything that determines a result (`Rollouts.rollout_key`): the scaffold's
+and returns the Trajectory with its evaluation. `run_tasks` does many with bounded concurrency, each
+attempt on the caller's threads or, with an executor, as a Ray task (`recreate.evaluation.ray_executor`);
+this process alone caches, logs and stores what comes back. Finished rollouts are cached on disk under
+RECREATE_HOME (`recreate.evaluation.cache`), so a resumed run (even after kill -9) pays nothing twice. The
+cache key names everything that determines a result (`Rollouts.rollout_key`): the scaffold's
 hash, the task's content, the domain and its options (evaluator included), the model and its sampling,
 the sandbox, and the seed. A run whose model call, sandbox or evaluator failed (not the scaffold's doing:
 `recreate.evaluation.errors`) is stored but neither scored nor cached; the same machine failure several
@@ -13,28 +15,25 @@ times in a row stops the run (`MachineDown`).
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-import inspect
 import json
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from langchain_core.language_models import BaseChatModel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from recreate.agent import AgentContext, build_domain_agent
-from recreate.config import load_settings
 from recreate.domains.base import Domain, Task
+from recreate.evaluation.cache import RolloutCache, settings_fingerprint, task_fingerprint
 from recreate.evaluation.errors import ERROR_KEY, REASON_KEY, FailureKind, failure_kind
 from recreate.evaluation.machine import MachineStreak, one_line, probe, same_failure, watched, watching
-from recreate.experience.schema import Evaluation, Trajectory, load_trajectory, new_id
+from recreate.experience.schema import Evaluation, Trajectory, new_id
 from recreate.models import UsageLedger
 from recreate.redact import redact
 from recreate.sandbox import close_soon
@@ -42,7 +41,6 @@ from recreate.sandbox.base import Sandbox, SandboxSpec
 from recreate.scaffold import Scaffold, load_scaffold
 
 log = logging.getLogger(__name__)
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 # the scheme that turns a run's seed into sampling seeds (`recreate.agent.graph.step_seed`); rollouts
@@ -57,68 +55,10 @@ def agent_sandbox_spec(domain: Domain) -> SandboxSpec:
     return spec() if callable(spec) else SandboxSpec()
 
 
-class RolloutCache:
-    """Evaluated trajectories on disk, one JSON file per (scaffold hash, task id, seed, rollout key).
+class Executor(Protocol):
+    """Runs `Rollouts.attempt` somewhere else and returns its trajectory (see `ray_executor`)."""
 
-    The key (see `Rollouts.rollout_key`) is also kept in the file and checked on a lookup, so a file
-    written for another task content, domain option, model or sandbox is a miss, never a result."""
-
-    def __init__(self, root: str | Path | None = None):
-        self.root = Path(root) if root else load_settings().home / "rollouts"
-
-    def path(self, scaffold: Scaffold | str, task_id: str, seed: int, key: str) -> Path:
-        digest = scaffold.content_hash() if isinstance(scaffold, Scaffold) else scaffold
-        readable = _UNSAFE.sub("_", task_id)[:80]
-        return self.root / digest[:16] / f"{readable}-{key[:16]}-s{seed}.json"
-
-    def get(self, scaffold: Scaffold | str, task_id: str, seed: int, key: str) -> Trajectory | None:
-        path = self.path(scaffold, task_id, seed, key)
-        if not path.is_file():
-            return None
-        try:
-            traj = load_trajectory(path)
-        except Exception as exc:  # a damaged cache file is re-run, never trusted
-            log.warning("ignoring unreadable cached rollout %s: %s", path, exc)
-            return None
-        if traj.evaluation is None or traj.metadata.get("rollout_key") != key:
-            return None
-        return traj
-
-    def put(self, scaffold: Scaffold | str, trajectory: Trajectory, key: str) -> Path:
-        seed = trajectory.seed if trajectory.seed is not None else 0
-        trajectory.metadata["rollout_key"] = key
-        return trajectory.save(self.path(scaffold, trajectory.task_id, seed, key))
-
-
-def settings_fingerprint(obj: Any) -> dict[str, Any]:
-    """The public settings of a domain or sandbox that can change a result: plain values as they are,
-    callables (a Python evaluator) by name and source."""
-    out: dict[str, Any] = {"type": f"{type(obj).__module__}.{type(obj).__qualname__}"}
-    for name, value in sorted(getattr(obj, "__dict__", {}).items()):
-        if name.startswith("_"):
-            continue
-        if isinstance(value, str | int | float | bool | Path) or value is None:
-            out[name] = value if not isinstance(value, Path) else str(value)
-        elif isinstance(value, tuple | list) and all(isinstance(v, str | int | float | Path) for v in value):
-            out[name] = [str(v) for v in value]
-        elif callable(value) and not inspect.isclass(value):
-            out[name] = _callable_identity(value)
-    return out
-
-
-def _callable_identity(fn: Any) -> str:
-    name = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', type(fn).__qualname__)}"
-    try:
-        source = inspect.getsource(fn)
-    except (OSError, TypeError):
-        return name
-    return f"{name}:{hashlib.sha256(source.encode()).hexdigest()[:16]}"
-
-
-def task_fingerprint(task: Task) -> str:
-    """A hash of the task's whole content (prompt, files, reference, metadata), not only its id."""
-    text = json.dumps(dataclasses.asdict(task), sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+    def attempt(self, rollouts: Rollouts, task: Task, seed: int) -> Trajectory: ...
 
 
 class Rollouts:
@@ -136,14 +76,24 @@ class Rollouts:
         run_id: str | None = None,
         cache: RolloutCache | None | bool = True,
         trajectory_dir: str | Path | None = None,
+        executor: Executor | None = None,
         **agent_options: Any,
     ):
+        """`executor`: where the attempts run (None: in this process, on the caller's thread; a
+        `recreate.evaluation.ray_executor.RayExecutor`: as Ray tasks). The cache, the store, the run's
+        log and the budget stay in this process whichever runs them."""
         self.scaffold = load_scaffold(scaffold)
         self.domain = domain
         self.ledger = ledger
         self.store = store
         self.run_id = run_id
         self.cache = RolloutCache() if cache is True else (cache or None)
+        self.executor = executor
+        # what a worker needs to build this runner again (`ray_executor`); nothing with a connection
+        self.recipe = {
+            "scaffold": self.scaffold, "domain": domain, "model": model, "sandbox": sandbox,
+            "run_id": run_id, **agent_options,
+        }  # fmt: skip
         self.agent = build_domain_agent(
             self.scaffold,
             model=model,
@@ -184,10 +134,18 @@ class Rollouts:
         self.streak.check()  # stopped for a machine failure: no more attempts in this process
         if self.ledger is not None:
             self.ledger.check_budget()
+        traj = self.attempt(task, seed) if self.executor is None else self.executor.attempt(self, task, seed)
+        if self.ledger is not None and _out_of_budget(traj):
+            self.ledger.check_budget()  # the shared budget ran out mid-run: raise, cache nothing
+        return self._keep(task, traj)
+
+    def attempt(self, task: Task, seed: int) -> Trajectory:
+        """The agent's run and its verdict, or the kind and reason of the error that is no verdict
+        (`ERROR_KEY`, `REASON_KEY`): what an executor's worker computes. Nothing is cached or stored."""
         started = time.time()
         traj, fault = self._rollout(task, seed)
-        if self.ledger is not None and (traj.outcome.error or "").startswith("budget exceeded"):
-            self.ledger.check_budget()  # the shared budget ran out mid-run: raise, cache nothing
+        if _out_of_budget(traj):
+            return traj  # no verdict: the caller raises BudgetExceeded
         eval_started = time.time()
         kind: FailureKind | None = "machine" if fault else failure_kind(traj)
         if kind is not None:  # not the scaffold's doing: no score, no cache entry, run again next time
@@ -214,19 +172,29 @@ class Rollouts:
             eval_duration_s=round(time.time() - eval_started, 3),
             rollout_duration_s=round(time.time() - started, 3),
         )
-        if self.cache is not None and kind is None:
+        return traj
+
+    def lost(self, task: Task, seed: int, reason: str) -> Trajectory:
+        """The record of an attempt whose worker died (an executor's): a machine error, no score."""
+        traj = self._failed(self._state(task, seed), task, RuntimeError(reason))
+        traj.metadata |= {ERROR_KEY: "machine", REASON_KEY: reason}
+        return traj
+
+    def _keep(self, task: Task, traj: Trajectory) -> Trajectory:
+        """A finished attempt cached (when it is a score), logged and stored; the machine streak told."""
+        kind = traj.metadata.get(ERROR_KEY)
+        if self.cache is not None and kind is None and traj.evaluation is not None:
             self.cache.put(self.scaffold_hash, traj, self.rollout_key(task))
         self.agent.recorder.save(traj)  # the run's log: what it scored (what `recreate finetune` trains on)
         if self.store is not None:
             with self._store_lock:
                 self.store.add(traj, index_later=True)  # the next step reads the files; searches wait
         if kind != "endpoint":  # endpoint failures have their own stop (EndpointDown, the budget)
-            self.streak.record(fault)
+            self.streak.record(traj.metadata.get(REASON_KEY))
         return traj
 
-    def _rollout(self, task: Task, seed: int) -> tuple[Trajectory, str | None]:
-        """The agent's run, and the machine's fault when it failed for the machine's reasons."""
-        state = {
+    def _state(self, task: Task, seed: int) -> dict[str, Any]:
+        return {
             "task": task.prompt,
             "task_id": task.id,
             "seed": seed,
@@ -237,6 +205,10 @@ class Rollouts:
                 **({"task_metadata": task.metadata} if task.metadata else {}),
             },
         }
+
+    def _rollout(self, task: Task, seed: int) -> tuple[Trajectory, str | None]:
+        """The agent's run, and the machine's fault when it failed for the machine's reasons."""
+        state = self._state(task, seed)
         sandbox, spec = self.agent.sandbox, self.agent.sandbox_spec
         try:
             session = sandbox.open(spec)
@@ -365,6 +337,10 @@ def run_tasks(
     return runner.run_many(
         tasks, seeds=seeds, concurrency=concurrency, progress=progress, on_result=on_result
     )
+
+
+def _out_of_budget(traj: Trajectory) -> bool:
+    return (traj.outcome.error or "").startswith("budget exceeded")
 
 
 def _progress(enabled: bool) -> Progress:

@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from recreate.cli_options import deprecated, emit_json, home_option, json_option, prefer, sandbox_option
+from recreate.cli_options import (
+    deprecated,
+    emit_json,
+    executor_option,
+    home_option,
+    json_option,
+    prefer,
+    sandbox_option,
+)
 from recreate.config import load_settings
 from recreate.console import make_console
 from recreate.local import LOCAL_SPEC
@@ -124,6 +132,7 @@ def evolve_command(
         "or auto (structured for such local models).",
     ),
     sandbox: str = sandbox_option(),
+    executor: str = executor_option(),
     resume: str = typer.Option(None, "--resume", help="Resume the run with this id."),
     force: bool = typer.Option(False, "--force", help="Resume even where the stored run config differs."),
     run: str = typer.Option(None, "--run", help="Name a new run (default: evolve-<8 hex>)."),
@@ -165,6 +174,7 @@ def evolve_command(
     from recreate.domains import get_domain
     from recreate.errors import Arg
     from recreate.evaluation.preflight import preflight
+    from recreate.evaluation.ray_executor import make_executor
     from recreate.models import Budget, check_endpoint, price_overrides, require_prices
     from recreate.optimizer import Ablations, EvolveConfig
     from recreate.optimizer.run import optimize
@@ -180,6 +190,7 @@ def evolve_command(
     if unknown:
         raise typer.BadParameter(f"unknown ablation(s) {unknown}; choose from {', '.join(ABLATIONS)}")
     settings = load_settings(home=home)
+    runs_on = make_executor(executor, concurrency=concurrency)
     run_id = prefer(run, run_id, "--run")
     for given, arg in ((run_id, RUN_ARG), (resume, Arg("resume", cli="NAME"))):
         if given is not None:
@@ -249,6 +260,7 @@ def evolve_command(
             seed_scaffold, dom, model=agent, optimizer_model=optimizer, trainset=train, valset=val,
             config=cfg, budget=budget, prices=prices, sandbox=sandbox, home=settings.home, run_id=run_id,
             allow_train_as_val=allow_train_as_val, force=force, finetune=finetune, log=console.print,
+            executor=runs_on,
             why_local=_why_local(model, optimizer_model, settings.model, settings.optimizer_model),
         )  # fmt: skip
     weights = None

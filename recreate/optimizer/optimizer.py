@@ -76,12 +76,14 @@ class ReCreateOptimizer:
         prices: dict[str, Any] | None = None,
         finetune: Any = None,
         agent_spec: str | None = None,
+        executor: Any = None,
     ):
         """`agent_options`: passed to every domain agent (`build_domain_agent`): action_format,
         temperature, max_tokens, logprobs. `finetune`: a `recreate.finetune.FinetuneStep`; the agents
         then sample from its served policy, whose version changes as the loop fine-tunes it.
         `agent_spec`: how to reach the agent model again after the run, when `agent_model` is a server
-        started for it (`local`); the result's `model` (default: `agent_model` as a spec)."""
+        started for it (`local`); the result's `model` (default: `agent_model` as a spec). `executor`:
+        where rollouts run (`recreate.evaluation.ray_executor.make_executor`; None: this process)."""
         self.settings = load_settings(home=home)
         for argument, model in (("agent_model", agent_model), ("optimizer_model", optimizer_model)):
             if isinstance(model, str):  # a spec that cannot work fails here, naming the argument
@@ -97,6 +99,7 @@ class ReCreateOptimizer:
         self.agent_options = agent_options or {}
         self.agent_spec = agent_spec or _model_spec(agent_model)
         self.finetune = finetune
+        self.executor = executor
         self.sandbox = resolve_sandbox(sandbox)
         self._own_experience = experience is None  # closed after each run (a caller closes its own)
         self.experience = experience if experience is not None else _experience(self.settings)
@@ -232,6 +235,7 @@ class ReCreateOptimizer:
                         run_id=run_id,
                         cache=cache,
                         trajectory_dir=self.settings.home / "runs" / run_id / "trajectories",
+                        executor=self.executor,
                         **self.agent_options,
                     )
                 runner = runners[key]

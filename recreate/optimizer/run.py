@@ -94,11 +94,15 @@ def optimize(
     finetune: FinetuneSettings | None = None,
     why_local: str | None = None,
     log: Log | None = None,
+    executor: Any = None,
 ) -> EvolveResult:
     """Evolve `seed` on `domain` (its train and val splits unless `trainset`/`valset` are given) and
     return the result: its final Scaffold and scaffold directory, report, final model spec (and weights
     when fine-tuned) and final test. An existing `run_id` resumes that run. Local model servers started
-    here stop when it returns. `why_local`: why the embedded model runs, for the notice (`log`)."""
+    here stop when it returns. `why_local`: why the embedded model runs, for the notice (`log`).
+    `executor`: where rollouts run: "threads" (default), "ray" (a local Ray), "ray://HOST:PORT" (a Ray
+    cluster), or an executor object (`recreate.evaluation.ray_executor`)."""
+    from recreate.evaluation.ray_executor import make_executor
     from recreate.optimizer.optimizer import ReCreateOptimizer
     from recreate.optimizer.state import EvolveConfig
     from recreate.runs import check_run_id
@@ -111,6 +115,7 @@ def optimize(
     if finetune and agent != LOCAL_SPEC:
         raise not_local(str(agent))
     config = config or EvolveConfig()
+    runs_on = make_executor(executor, concurrency=config.max_concurrency)
     run_dir = settings.home / "runs" / run_id
     started_fresh = not run_dir.exists()
     asked = (model, optimizer_model, settings.model, settings.optimizer_model)
@@ -129,6 +134,7 @@ def optimize(
                     home=settings.home,
                     config=config,
                     prices=prices,
+                    executor=runs_on,
                 )
             except ArgumentError as exc:  # optimize() takes the agent's model as `model`
                 raise exc.renamed("agent_model", "model") from None

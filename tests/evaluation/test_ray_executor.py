@@ -1,0 +1,231 @@
+"""Rollouts as Ray tasks on a real local cluster (127.0.0.1, 2 worker slots), started once for the module:
+the same scores as threads per task and seed, the driver alone writing cache, store and ledger, a worker
+killed mid-rollout retried (nothing lost), one that always dies an error (never a score), no key in
+Ray's logs; the executor's spelling checked before anything starts."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from recreate.cli import main
+from recreate.domains import get_domain
+from recreate.errors import ArgumentError
+from recreate.evaluation import RolloutCache, Rollouts
+from recreate.evaluation.ray_executor import RayExecutor, make_executor
+from recreate.experience.store import ExperienceStore
+from recreate.models import Budget, BudgetExceeded, UsageLedger
+from tests.conftest import FAKE_KEY
+from tests.evaluation.conftest import EVALUATOR, EXAMPLE, MINIMAL, solver, write_tasks
+
+needs_ray = pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None, reason="ray is not installed: pip install 'recreate[ray]'"
+)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[RayExecutor]:
+    """A local Ray with 2 worker slots, its workers holding a fake API key in their environment."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OPENAI_API_KEY", FAKE_KEY)
+        executor = RayExecutor(num_cpus=2)
+        executor.connect()
+    import ray
+
+    yield executor
+    ray.shutdown()
+
+
+def _run(executor, domain, url: str, tmp_path: Path, name: str, **options) -> tuple[list, Rollouts]:
+    rollouts = Rollouts(
+        MINIMAL, domain, model=f"scripted@{url}", sandbox="bwrap", cache=RolloutCache(tmp_path / name),
+        trajectory_dir=tmp_path / name / "log", executor=executor, **options,
+    )  # fmt: skip
+    return rollouts.run_many(domain.tasks("all"), seeds=(0, 1), concurrency=2, progress=False), rollouts
+
+
+def _scores(trajectories) -> dict[tuple[str, int], float]:
+    return {(t.task_id, t.seed): t.evaluation.score for t in trajectories}
+
+
+@needs_ray
+@pytest.mark.bwrap
+def test_ray_gives_the_scores_of_threads_and_the_driver_keeps_the_records(
+    cluster, openai_server, bwrap, tmp_path
+):
+    import ray
+
+    assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")  # loopback only
+    data = write_tasks(tmp_path / "tasks.jsonl", 2)
+    domain = get_domain("jsonl", data=data, evaluator=EVALUATOR, evaluator_dir=EXAMPLE)
+    openai_server.responder = solver(wrong={"add_1"})
+    threads, _ = _run(None, domain, openai_server.url, tmp_path, "threads", ledger=UsageLedger())
+    store = ExperienceStore(tmp_path / "experience", index=False)
+    ledger = UsageLedger(tmp_path / "ledger.jsonl")
+    on_ray, rollouts = _run(cluster, domain, openai_server.url, tmp_path, "ray", store=store, ledger=ledger)
+
+    assert _scores(on_ray) == _scores(threads) and len(on_ray) == 4
+    assert _scores(on_ray)[("add-1", 0)] == 0.0 and _scores(on_ray)[("add-0", 1)] == 1.0
+    for traj in on_ray:  # the driver cached, logged and stored what the workers returned
+        assert rollouts.cached(domain.tasks("all")[int(traj.task_id[-1])], traj.seed) is not None
+        assert store.get(traj.trajectory_id).evaluation.score == traj.evaluation.score
+        assert (tmp_path / "ray" / "log" / f"{traj.trajectory_id}.json").is_file()
+    assert ledger.totals()["calls"] == 8 and ledger.totals()["cost_usd"] == pytest.approx(0.008)
+    assert len((tmp_path / "ledger.jsonl").read_text().splitlines()) == 8
+
+    calls = len(openai_server.requests)
+    again, _ = _run(cluster, domain, openai_server.url, tmp_path, "ray")
+    assert _scores(again) == _scores(threads) and len(openai_server.requests) == calls  # cache: no run
+
+    logs = Path(ray._private.worker._global_node.get_session_dir_path())
+    leaked = [p for p in logs.rglob("*") if p.is_file() and FAKE_KEY.encode() in p.read_bytes()]
+    assert not leaked, f"the API key is in Ray's files: {leaked}"
+
+
+@needs_ray
+@pytest.mark.bwrap
+def test_the_budget_holds_across_workers(cluster, openai_server, tmp_path):
+    data = write_tasks(tmp_path / "tasks.jsonl", 3)
+    domain = get_domain("jsonl", data=data, evaluator=_judge(tmp_path, doomed=None))
+    openai_server.responder = solver()
+    ledger = UsageLedger(budget=Budget(max_calls=3))
+    with pytest.raises(BudgetExceeded):
+        _run(cluster, domain, openai_server.url, tmp_path, "budget", ledger=ledger)
+    # a rollout is metered by what was left when it started: the overshoot is what those in flight spent
+    assert 3 <= ledger.totals()["calls"] <= 3 + 2 * 2
+
+
+def _judge(tmp_path: Path, doomed: str | None, *, every_time: bool = False):
+    """A Python evaluator (it runs in the worker's process) that, on the `doomed` task, leaves its pid
+    in tmp_path/doomed.pid and waits to be killed (the first time), or kills its process (every time)."""
+    marker = tmp_path / "doomed.pid"
+
+    def judge(task, submission):
+        if task.id == doomed and every_time:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if task.id == doomed and not marker.exists():
+            marker.write_text(str(os.getpid()))
+            time.sleep(120)
+        offset = task.id.split("-")[1]
+        return {"score": float(f"x + {offset}" in submission)}
+
+    return judge
+
+
+def _kill_when_doomed(marker: Path, killed: list[int]) -> threading.Thread:
+    def watch() -> None:
+        deadline = time.monotonic() + 120
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.1)  # the pid is written
+        killed.append(int(marker.read_text()))
+        os.kill(killed[0], signal.SIGKILL)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    return watcher
+
+
+@needs_ray
+@pytest.mark.bwrap
+def test_a_worker_killed_mid_rollout_is_retried_and_nothing_is_lost(cluster, openai_server, tmp_path):
+    data = write_tasks(tmp_path / "tasks.jsonl", 3)
+    domain = get_domain("jsonl", data=data, evaluator=_judge(tmp_path, doomed="add-1"))
+    openai_server.responder = solver()
+    killed: list[int] = []
+    watcher = _kill_when_doomed(tmp_path / "doomed.pid", killed)
+    done, _ = _run(cluster, domain, openai_server.url, tmp_path, "killed")
+    watcher.join(timeout=5)
+
+    assert killed and killed[0] != os.getpid()  # a worker process, not the driver
+    assert _scores(done) == {(f"add-{i}", s): 1.0 for i in range(3) for s in (0, 1)}
+    assert not any(t.metadata.get("rollout_error") for t in done)
+    first_turns = [r for r in openai_server.requests if len(r["messages"]) == 2]
+    runs_of_add_1 = sum("add_1(" in r["messages"][1]["content"] for r in first_turns)
+    assert runs_of_add_1 == 3  # seeds 0 and 1, and the killed one's retry
+
+
+@needs_ray
+@pytest.mark.bwrap
+def test_a_worker_that_always_dies_is_an_error_never_a_score(cluster, openai_server, tmp_path):
+    data = write_tasks(tmp_path / "tasks.jsonl", 2)
+    domain = get_domain("jsonl", data=data, evaluator=_judge(tmp_path, doomed="add-0", every_time=True))
+    openai_server.responder = solver()
+    rollouts = Rollouts(
+        MINIMAL, domain, model=f"scripted@{openai_server.url}", sandbox="bwrap",
+        cache=RolloutCache(tmp_path / "cache"), trajectory_dir=tmp_path, executor=RayExecutor(retries=1),
+    )  # fmt: skip
+    dead, alive = rollouts.run_many(domain.tasks("all"), concurrency=2, progress=False)
+
+    assert dead.evaluation is None and dead.metadata["rollout_error"] == "machine"
+    assert "the Ray worker running it died (2 tries)" in dead.metadata["rollout_error_reason"]
+    assert rollouts.cached(domain.tasks("all")[0]) is None  # run again next time
+    assert alive.evaluation.score == 1.0 and rollouts.cached(domain.tasks("all")[1]) is not None
+
+
+@needs_ray
+@pytest.mark.bwrap
+def test_eval_command_runs_on_ray(
+    cluster, openai_server, bwrap, monkeypatch, capsys, recreate_home, tmp_path
+):
+    data = write_tasks(tmp_path / "tasks.jsonl", 2)
+    openai_server.responder = solver()
+    argv = ["recreate", "eval", "--scaffold", str(MINIMAL), "--domain", "jsonl", "--data", str(data),
+            "--split", "all", "--model", f"scripted@{openai_server.url}", "--evaluator", EVALUATOR,
+            "-o", f"evaluator_dir={EXAMPLE}", "--sandbox", "bwrap", "--no-progress", "--executor", "ray",
+            "--run", "on-ray"]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as done:
+        main()
+    assert done.value.code == 0, capsys.readouterr().err
+    results = json.loads((recreate_home / "evals" / "on-ray" / "results.json").read_text())
+    assert results["complete"] and results["summary"]["pass_at_1"] == 1.0
+    assert [t["task_id"] for t in results["tasks"]] == ["add-0", "add-1"]
+
+
+@pytest.mark.parametrize(
+    "spec", ["dask", "ray:", "ray://", "ray://host", "ray://host:x", "ray://:10001", "ray://h:1/x", "RAY"]
+)
+def test_a_bad_executor_is_one_line_naming_the_option(spec, monkeypatch, capsys, recreate_home, tmp_path):
+    with pytest.raises(ArgumentError, match="is no executor; use threads"):
+        make_executor(spec)
+    data = write_tasks(tmp_path / "tasks.jsonl", 1)
+    argv = ["recreate", "eval", "--scaffold", str(MINIMAL), "--domain", "jsonl", "--data", str(data),
+            "--executor", spec]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as done:
+        main()
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and err.startswith(f"error: --executor {spec} is no executor")
+    assert err.count("\n") == 1
+
+
+def test_executor_spellings(monkeypatch):
+    assert make_executor(None) is None and make_executor("threads") is None
+    local, remote = make_executor("ray", concurrency=8), make_executor("ray://10.0.0.5:10001")
+    assert isinstance(local, RayExecutor) and local.address is None and local.num_cpus == 8
+    assert isinstance(remote, RayExecutor) and remote.address == "ray://10.0.0.5:10001"
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ArgumentError, match=r"Ray is not installed here; `pip install 'recreate\[ray\]'`"):
+        make_executor("ray")
+
+
+@given(st.text(max_size=30))
+def test_any_executor_text_is_an_executor_or_one_argument_error(spec):
+    try:
+        made = make_executor(spec)
+    except ArgumentError as exc:
+        assert "\n" not in str(exc)
+    else:
+        assert made is None or isinstance(made, RayExecutor)
