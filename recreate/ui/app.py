@@ -28,7 +28,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from recreate.ui.pages import Pages
 from recreate.ui.render import STATIC, environment
-from recreate.ui.trajectories import PROBABILITY_FLOORS, token_heat
+from recreate.ui.tokens import PROBABILITY_FLOORS, token_heat
 
 HEADERS = {
     "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; "
@@ -87,6 +87,7 @@ def create_app(
         "split_of": pages.split_of,
         "run_href": pages.run_href,
         "token_heat": token_heat,
+        "tokenizer_for": pages.tokenizers.for_trajectory,
         "floors": PROBABILITY_FLOORS,
     }
 

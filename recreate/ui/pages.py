@@ -18,6 +18,7 @@ from recreate.ui.charts import Series, line_chart
 from recreate.ui.evolution import run_view
 from recreate.ui.lineage import reflection, version_view
 from recreate.ui.runs import EvolveRun, eval_runs, eval_summary, evolve_runs, read_json
+from recreate.ui.tokens import Tokenizers
 from recreate.ui.trajectories import PAGE_SIZE, Page, TrajectoryReader
 
 MAX_K = 50
@@ -35,6 +36,7 @@ class Pages:
         self.home = home
         self.scaffolds = ScaffoldStore(home / "scaffolds")
         self.trajectories = TrajectoryReader(home, embedding=embedding, chroma_url=chroma_url)
+        self.tokenizers = Tokenizers(home)  # the heat map's token text, one tokenizer per run and model
         self._splits: dict[str, dict[str, frozenset[str]] | str] = {}  # run id -> its splits' task ids
 
     def _run(self, run_id: str) -> EvolveRun:

@@ -4,7 +4,6 @@ experience store's semantic search with the CLI's filters."""
 
 from __future__ import annotations
 
-import math
 import sqlite3
 import threading
 from contextlib import closing
@@ -14,11 +13,9 @@ from typing import Any
 
 from recreate.experience.catalog import COLUMNS, FILTER_KEYS, CatalogEntry
 from recreate.experience.index import filter_keys
-from recreate.experience.schema import SchemaError, Step, Trajectory, load_trajectory
+from recreate.experience.schema import SchemaError, Trajectory, load_trajectory
 
 PAGE_SIZE = 50
-# log-probability heat map: a token's bucket is the first probability floor it reaches (0: likely)
-PROBABILITY_FLOORS = (0.9, 0.5, 0.2, 0.05, 0.01)
 
 
 @dataclass
@@ -144,30 +141,3 @@ def search_filters(scope: str, filters: dict[str, str]) -> dict[str, str]:
             "clear that field or choose another scope"
         )
     return chosen
-
-
-@dataclass
-class Token:
-    id: int | None
-    logprob: float
-    bucket: int  # index into PROBABILITY_FLOORS; len(PROBABILITY_FLOORS) for the least likely
-
-    @property
-    def probability(self) -> float:
-        return math.exp(self.logprob)
-
-
-def token_heat(step: Step) -> list[Token]:
-    """The step's completion tokens with the log-probability the sampling model gave each (none when
-    the endpoint returned no log-probabilities)."""
-    ids: list[int | None] = list(step.token_ids or [])
-    logprobs = step.logprobs or []
-    ids += [None] * (len(logprobs) - len(ids))
-    out = []
-    for token_id, logprob in zip(ids, logprobs, strict=False):
-        p = math.exp(min(logprob, 0.0))
-        bucket = next(
-            (i for i, floor in enumerate(PROBABILITY_FLOORS) if p >= floor), len(PROBABILITY_FLOORS)
-        )
-        out.append(Token(token_id, logprob, bucket))
-    return out
