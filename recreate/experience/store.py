@@ -26,6 +26,7 @@ from recreate.experience.catalog import (
     entry_for,
     step_rows,
 )
+from recreate.experience.consistency import INDEX_BATCH, compare, rebuild
 from recreate.experience.digest import cap_observations
 from recreate.experience.index import SCOPES, ExperienceIndex, Hit, filter_keys
 from recreate.experience.indexer import BackgroundIndexer
@@ -36,7 +37,6 @@ from recreate.jsonl import append_jsonl
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 MAX_OBSERVATION_CHARS = 200_000
-INDEX_BATCH = 256
 log = logging.getLogger(__name__)
 
 
@@ -314,76 +314,13 @@ class ExperienceStore:
                 self.catalog.set_indexed([e.id for e in batch])
             return len(entries)
 
-    def _scan_files(self) -> dict[str, Path]:
-        return {p.stem: p for p in sorted(self.files.glob("*/*.json"))}
-
     def reindex(self, progress: Callable[[int], None] | None = None) -> IngestReport:
-        """Rebuild the catalog and the index from the trajectory files. Unreadable files are reported and
-        left where they are; stale temp files of killed writers are removed."""
-        self.wait_for_index()
-        report = IngestReport()
-        for tmp in self.files.glob("*/.*.tmp"):
-            tmp.unlink(missing_ok=True)
-        old = {e.id: e for e in self.catalog.query()}
-        entries, trajectories, steps = [], [], []
-        for stem, path in self._scan_files().items():
-            try:
-                traj = load_trajectory(path)
-            except SchemaError as exc:
-                report.errors.append(f"{path}: {exc}")
-                continue
-            if traj.trajectory_id != stem:
-                report.errors.append(f"{path}: holds trajectory {traj.trajectory_id!r}, not {stem!r}")
-                continue
-            added_at = old[stem].added_at if stem in old else utcnow()
-            source = old[stem].source if stem in old else None
-            entries.append(
-                entry_for(traj, path=str(path.relative_to(self.root)), added_at=added_at, source=source)
-            )
-            trajectories.append(traj)
-            steps += step_rows(traj)
-        self.catalog.replace_all(entries, steps)
-        self.index.reset()
-        for start in range(0, len(trajectories), INDEX_BATCH):
-            batch = trajectories[start : start + INDEX_BATCH]
-            self.index.add(batch)
-            self.catalog.set_indexed([t.trajectory_id for t in batch])
-            if progress:
-                progress(len(batch))
-        memory = self.memory_items()
-        for name in {i.get("scaffold_name", "") for i in memory}:
-            self.index.add_memory(
-                [i for i in memory if i.get("scaffold_name", "") == name], scaffold_name=name
-            )
-        report.added = [t.trajectory_id for t in trajectories]
-        return report
+        """Rebuild the catalog and the index from the trajectory files (see consistency.rebuild)."""
+        return rebuild(self, progress)
 
     def verify(self) -> DriftReport:
         """Compare files, catalog and index; an empty report means they agree."""
-        index = self.index  # opened first: what it picks up on opening is indexed before we compare
-        self.wait_for_index()
-        files = set(self._scan_files())
-        entries = {e.id: e for e in self.catalog.query()}
-        drift = DriftReport(
-            uncataloged_files=sorted(files - set(entries)),
-            missing_files=sorted(i for i, e in entries.items() if not (self.root / e.path).exists()),
-        )
-        summaries, steps = index.ids("summaries"), index.ids("steps")
-        expected_steps = {f"{i}#{n}" for i, e in entries.items() for n in range(e.n_steps)}
-        step_owner = {s.rsplit("#", 1)[0] for s in expected_steps - steps}
-        drift.missing_in_index = sorted((set(entries) - summaries) | step_owner)
-        drift.extra_in_index = sorted((summaries - set(entries)) | (steps - expected_steps))
-        for scope, indexed in (("steps", steps), ("summaries", summaries)):
-            copied = index.vector_file_ids(scope)
-            if copied is not None:
-                drift.vectors_missing += sorted(indexed - copied)
-        memory = {str(i["id"]) for i in self.memory_items()}
-        indexed_memory = index.ids("memory")
-        drift.memory_missing, drift.memory_extra = (
-            sorted(memory - indexed_memory),
-            sorted(indexed_memory - memory),
-        )
-        return drift
+        return compare(self)
 
 
 def open_store(settings: Settings, **options: Any) -> ExperienceStore:
