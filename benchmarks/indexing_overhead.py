@@ -136,9 +136,8 @@ def main() -> None:
     print(f"indexing off: median {off:.2f} s  {[round(w, 2) for w in walls['off']]}")
     print(f"ratio on/off: {on / off:.3f} (wall, medians)")
     cpu_on, cpu_off = statistics.median(cpus["on"]), statistics.median(cpus["off"])
-    print(
-        f"CPU of a run (process + sandboxes): on {cpu_on:.1f} s, off {cpu_off:.1f} s, ratio {cpu_on / cpu_off:.3f}"
-    )
+    cpu_ratio = cpu_on / cpu_off
+    print(f"CPU a run (process + sandboxes): on {cpu_on:.1f} s, off {cpu_off:.1f} s, ratio {cpu_ratio:.3f}")
 
 
 if __name__ == "__main__":
