@@ -14,6 +14,7 @@ import pytest
 from recreate.experience.index import ExperienceIndex
 from recreate.experience.store import ExperienceStore
 from recreate.testing import ScriptedOpenAIServer
+from tests.main_job import main_job_run  # noqa: F401  (the session's short main job, shared by areas)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"

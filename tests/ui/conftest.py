@@ -175,7 +175,7 @@ def ui_home(tmp_path_factory: pytest.TempPathFactory) -> UiHome:
         eval_command(
             scaffold=result.final, domain="jsonl", data=WORDS / "tasks.jsonl", split="val", model=model,
             concurrency=4, limit=None, seeds=1, run=EVAL_ID, run_id=None, sandbox="bwrap",
-            evaluator=EVALUATOR, option=[], progress=False, home=home, as_json=False,
+            evaluator=EVALUATOR, option=[], progress=False, home=home, as_json=False, executor="threads",
         )  # fmt: skip
         trained = _train(home, home / "runs" / result.run_id / TRAIN_DIR)
         _record_model_step(home, result.run_id, trained)
