@@ -18,10 +18,11 @@ from __future__ import annotations
 import os
 import warnings
 
-from recreate.sandbox.base import Result, SandboxError, SandboxSpec
+from recreate.sandbox.base import SandboxError, SandboxSpec
+from recreate.sandbox.commands import CommandRunner
 from recreate.sandbox.host import HostSession, uid_processes
-from recreate.sandbox.process import kill_tree, limit_args, run_process, sandbox_uid
-from recreate.sandbox.shell import host_secret_names, sandbox_env, shell_argv
+from recreate.sandbox.process import rlimits, sandbox_uid
+from recreate.sandbox.shell import host_secret_names, sandbox_env
 
 
 class NoIsolationWarning(UserWarning):
@@ -35,29 +36,33 @@ class LocalSession(HostSession):
         super().__init__(spec, sandbox_uid(), base_dir)
         # Unprivileged, RLIMIT_NPROC counts all of our own processes too; leave room for them.
         self._own_processes = 0 if self.uid is not None else len(uid_processes(os.getuid()))
-        self._started: list[int] = []
+        self.start_runner()
 
     @property
     def workdir(self) -> str:
         return str(self.workspace)
 
-    def _launch(self, cmd: str, timeout: float, env: dict[str, str] | None) -> Result:
-        state = str(self.root / "shell") if self.spec.persistent else None
-        full_env = sandbox_env(str(self.workspace), self.spec.env, env, tmpdir=str(self.tmp))
-        return run_process(
-            limit_args(self.spec, self._own_processes) + shell_argv(cmd, state, env),
-            env=full_env,
-            cwd=str(self.workspace),
-            timeout=timeout,
-            output_limit=self.spec.output_limit,
+    def _start_runner(self) -> CommandRunner:
+        return CommandRunner(
             uid=self.uid,
-            on_start=self._started.append,
-            before_uid=self.enter_cgroup(),
+            gid=self.uid,
+            cwd=str(self.workspace),
+            cgroup_procs=self.cgroup_procs(),
+            limits=rlimits(self.spec, self._own_processes + 1),  # + the runner itself
         )
 
+    def _command_env(self, env: dict[str, str] | None) -> dict[str, str]:
+        return sandbox_env(str(self.workspace), self.spec.env, env, tmpdir=str(self.tmp))
+
+    def _members(self) -> list[int] | None:
+        # Unprivileged, the session's processes are ours too: not to be told from the rest of ours.
+        return uid_processes(self.uid) if self.uid is not None else None
+
+    def _shell_state(self) -> str | None:
+        return str(self.root / "shell") if self.spec.persistent else None
+
     def _stop(self) -> None:
-        for pid in self._started:
-            kill_tree(pid)
+        """Nothing beyond what every host session stops."""
 
 
 class LocalSandbox:

@@ -1,8 +1,5 @@
-"""Host-side process plumbing shared by the `local` and `bwrap` backends.
-
-Runs one command with capped output capture, a deadline that kills the whole process tree, and
-rlimits applied between fork and exec.
-"""
+"""Host-side process plumbing shared by the backends: capped output capture, process trees and how
+to kill them, uids and rlimits for what a session starts."""
 
 from __future__ import annotations
 
@@ -12,11 +9,9 @@ import functools
 import os
 import random
 import select
-import selectors
 import shutil
 import signal
 import socket
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -150,18 +145,22 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
+def rlimits(spec: SandboxSpec, extra_processes: int = 0) -> list[tuple[str, int]]:
+    """The spec's rlimits, as (resource.RLIMIT_* name, value)."""
+    return [
+        ("RLIMIT_CPU", spec.cpu_seconds),
+        ("RLIMIT_AS", spec.memory_mb * _MB),
+        ("RLIMIT_FSIZE", spec.max_file_mb * _MB),
+        ("RLIMIT_NPROC", spec.max_processes + extra_processes),
+        ("RLIMIT_CORE", 0),
+    ]
+
+
 def limit_args(spec: SandboxSpec, extra_processes: int = 0) -> list[str]:
     """A `prlimit` prefix that sets the spec's rlimits on the command it execs (thread-safe, unlike a
     preexec_fn)."""
-    return [
-        "prlimit",
-        f"--cpu={spec.cpu_seconds}",
-        f"--as={spec.memory_mb * _MB}",
-        f"--fsize={spec.max_file_mb * _MB}",
-        f"--nproc={spec.max_processes + extra_processes}",
-        "--core=0",
-        "--",
-    ]
+    options = [f"--{name[7:].lower()}={value}" for name, value in rlimits(spec, extra_processes)]
+    return ["prlimit", *options, "--"]
 
 
 def process_tree(pid: int) -> list[int]:
@@ -195,83 +194,104 @@ def kill_tree(pid: int) -> None:
             os.kill(member, signal.SIGKILL)
 
 
-def run_process(
-    argv: list[str],
-    *,
-    env: dict[str, str],
-    timeout: float,
-    output_limit: int,
-    uid: int | None = None,
-    cwd: str | None = None,
-    on_start: Callable[[int], None] | None = None,
-    before_uid: list[str] | None = None,
-) -> Result:
-    """Run `argv` in a new session (as `uid` if given, after the `before_uid` argv prefix, which runs
-    as us: e.g. entering a cgroup); collect capped stdout/stderr until it exits or the deadline passes.
-
-    Background processes that keep the pipes open do not hold the call: once the command exits we
-    collect what is already buffered and return.
-    """
-    started = time.perf_counter()
-    prefix, user = as_user(uid)
-    proc = subprocess.Popen(
-        (before_uid or []) + prefix + argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        cwd=cwd,
-        start_new_session=True,
-        **user,
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    if on_start is not None:
-        on_start(proc.pid)
-    outputs = {
-        proc.stdout.fileno(): CappedOutput(output_limit),
-        proc.stderr.fileno(): CappedOutput(output_limit),
-    }
-    pidfd = os.pidfd_open(proc.pid)
-    timed_out = False
-    with selectors.DefaultSelector() as selector:
-        for fd in outputs:
-            selector.register(fd, selectors.EVENT_READ)
-        selector.register(pidfd, selectors.EVENT_READ)
-        deadline = started + timeout
-        exited = False
-        while not exited:
-            remaining = deadline - time.perf_counter()
-            if remaining <= 0:
-                timed_out = True
-                kill_tree(proc.pid)
-                break
-            for key, _ in selector.select(remaining):
-                if key.fd == pidfd:
-                    exited = True
-                elif not _read_into(key.fd, outputs[key.fd]):
-                    selector.unregister(key.fd)
-    _drain(outputs)
-    os.close(pidfd)
-    proc.stdout.close()
-    proc.stderr.close()
-    returncode = proc.wait()
-    out, err = outputs.values()
-    return make_result(out, err, exit_code_of(returncode), started, timed_out)
+def kill_marked(needle: str) -> None:
+    """SIGKILL every process whose environment contains `needle` (what left a command's process tree
+    by setsid or a double fork still carries its environment), until none is left."""
+    encoded = needle.encode()
+    for _ in range(20):
+        found = []
+        for entry in os.scandir("/proc"):
+            with contextlib.suppress(OSError):
+                if entry.name.isdigit() and encoded in Path(entry.path, "environ").read_bytes():
+                    found.append(int(entry.name))
+        if not found:
+            return
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
 
 
-def _read_into(fd: int, sink: CappedOutput) -> bool:
+def namespace_processes(pid: int) -> list[int]:
+    """Live processes in the pid namespace of `pid` (its descendant namespaces excluded)."""
+    namespace = os.readlink(f"/proc/{pid}/ns/pid")
+    found = []
+    for entry in os.scandir("/proc"):
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and os.readlink(f"{entry.path}/ns/pid") == namespace:
+                found.append(int(entry.name))
+    return found
+
+
+def boot_ticks() -> int:
+    """Now, in the unit and clock of a process's start time in /proc/PID/stat (minus a tick for the
+    rounding: a process started from now on has a start time at least this)."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK")) - 1
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(parent pid, start time) of a live process."""
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        if fields[0] != "Z":
+            return int(fields[1]), int(fields[19])
+    return None
+
+
+def kill_late_orphans(
+    members: Callable[[], list[int]], since: int, infrastructure: set[int], other_marks: str
+) -> None:
+    """SIGKILL each of a session's processes (`members`) started at or after `since` unless it
+    descends from an older process of the session (background work of an earlier command) or
+    carries another command's mark (`other_marks` + its token, in its environment): what a
+    timed-out command left behind after leaving its process tree and clearing its environment.
+    `infrastructure` (the runner, the sandbox's init) counts as no ancestor: orphans are theirs."""
+    for _ in range(20):  # until a pass finds nothing (what they forked meanwhile is found next pass)
+        doomed = _orphans(members(), since, infrastructure, other_marks)
+        if not doomed:
+            return
+        for pid in doomed:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _orphans(members: list[int], since: int, infrastructure: set[int], other_marks: str) -> list[int]:
+    stats = {pid: stat for pid in members if (stat := _stat(pid)) is not None}
+    doomed = []
+    for pid, (parent, started) in stats.items():
+        if started < since or pid in infrastructure or _marked_by_another(pid, other_marks):
+            continue
+        ancestor, seen = parent, {pid}
+        while ancestor in stats and ancestor not in infrastructure and ancestor not in seen:
+            if stats[ancestor][1] < since:
+                break  # a descendant of older background work
+            seen.add(ancestor)
+            ancestor = stats[ancestor][0]
+        else:
+            doomed.append(pid)
+    return doomed
+
+
+def _marked_by_another(pid: int, marks: str) -> bool:
+    """Whether the environment of `pid` has a mark starting with `marks`: one the caller has already
+    killed all of (its own) or one of another command (see kill_marked)."""
+    with contextlib.suppress(OSError):
+        return marks.encode() in Path(f"/proc/{pid}/environ").read_bytes()
+    return False
+
+
+def read_into(fd: int, sink: CappedOutput) -> bool:
     data = os.read(fd, _READ_SIZE)
     if data:
         sink.feed(data)
     return bool(data)
 
 
-def _drain(outputs: dict[int, CappedOutput]) -> None:
+def drain(outputs: dict[int, CappedOutput]) -> None:
     stop = time.perf_counter() + _DRAIN_SECONDS
     for fd, sink in outputs.items():
         os.set_blocking(fd, False)
         with contextlib.suppress(BlockingIOError, OSError):
-            while time.perf_counter() < stop and _read_into(fd, sink):
+            while time.perf_counter() < stop and read_into(fd, sink):
                 pass
 
 

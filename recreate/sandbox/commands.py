@@ -1,0 +1,216 @@
+"""Our side of the command runners (`runner.py`): start the zygote, get a runner per session, hand
+it commands, collect their results.
+
+Per command: three fresh pipes (stdout, stderr, status) go to the runner with the request; we read
+the pipes until the status pipe says the command exited, or until the deadline, when the caller's
+`kill` gets the command's pid (None if it never started) and must leave nothing of it running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from recreate.sandbox.base import Result, SandboxError
+from recreate.sandbox.process import CappedOutput, drain, exit_code_of, make_result, read_into, wait_readable
+
+_READY_SECONDS = 15.0
+# PR_SET_PDEATHSIG fires when the *thread* that started a process exits, and callers open sessions
+# from short-lived worker threads; so the zygote (and bwrap keepers) are started from this one thread.
+SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recreate-sandbox-spawner")
+Killer = Callable[[int | None], None]
+
+
+def send_message(sock: socket.socket, fields: list[str], fds: list[int]) -> None:
+    """One message of runner.py's protocol: NUL-separated `fields`, with `fds` attached."""
+    if any("\0" in field for field in fields):
+        raise SandboxError("a command or environment value contains a NUL byte")
+    body = "\0".join(fields).encode()
+    message = len(body).to_bytes(4, sys.byteorder) + body
+    sent = socket.send_fds(sock, [message], fds)
+    sock.sendall(message[sent:])
+
+
+class _Zygote:
+    """The process that forks runners (one per host process, restarted if it died)."""
+
+    def __init__(self) -> None:
+        self.sock, theirs = socket.socketpair()
+        source = Path(__file__).with_name("runner.py").read_text()
+        try:
+            self.process = SPAWNER.submit(
+                subprocess.Popen,
+                # This very interpreter, whose path (sys.executable, maybe a venv's link) we might
+                # not be allowed to walk again.
+                [os.readlink("/proc/self/exe"), "-I", "-S", "-c", source, str(theirs.fileno())],
+                executable="/proc/self/exe",
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                start_new_session=True,
+            ).result()
+        finally:
+            theirs.close()
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+
+_zygote: _Zygote | None = None
+_zygote_lock = threading.Lock()
+
+
+def _fork_runner(fields: list[str], session_end: socket.socket) -> None:
+    global _zygote
+    with _zygote_lock:
+        for attempt in (1, 2):
+            if _zygote is None or not _zygote.alive():
+                _zygote = _Zygote()
+            try:
+                send_message(_zygote.sock, fields, [session_end.fileno()])
+                return
+            except OSError:
+                _zygote.process.kill()
+                if attempt == 2:
+                    raise
+
+
+class RunnerGone(SandboxError):
+    """The runner had died before the command was sent: nothing ran."""
+
+
+def _read_pid(fd: int) -> int | None:
+    """The command's pid, if the runner has sent it."""
+    os.set_blocking(fd, False)
+    with contextlib.suppress(OSError, ValueError):
+        return int(os.read(fd, 32))
+    return None
+
+
+class CommandRunner:
+    """The runner of one session; usable from several threads at once.
+
+    `target`: pid whose namespaces and root to join (bwrap), else 0 and `cwd` is the working
+    directory; `uid`/`gid` to run as (-1: ours); `cgroup_procs`: the session cgroup to enter;
+    `limits`: rlimits (resource.RLIMIT_* name, value) for the runner and every command."""
+
+    def __init__(
+        self, *, target: int = 0, uid: int | None = None, gid: int | None = None, cwd: str = "/",
+        cgroup_procs: Path | None = None, limits: list[tuple[str, int]],
+    ) -> None:  # fmt: skip
+        self.broken = False
+        self._lock = threading.Lock()
+        self.sock, theirs = socket.socketpair()
+        try:
+            fields = [str(target), str(-1 if uid is None else uid), str(-1 if gid is None else gid), cwd]
+            fields += [str(cgroup_procs or ""), *(f"{name}={value}" for name, value in limits)]
+            _fork_runner(fields, theirs)
+            theirs.close()
+            reply = self.sock.recv(4096) if wait_readable(self.sock, _READY_SECONDS) else b""
+        except BaseException:
+            theirs.close()
+            self.sock.close()
+            raise
+        if not reply.startswith(b"ready "):
+            self.sock.close()
+            reason = reply.decode(errors="replace").lstrip("!").strip() or "no answer"
+            raise SandboxError(f"the sandbox's command runner failed to start: {reason}")
+        self.pid = int(reply.split()[1])
+        self._pidfd = os.pidfd_open(self.pid)  # signals reach this runner, never a reused pid
+
+    def run(
+        self, argv: list[str], env: dict[str, str], timeout: float, output_limit: int, kill: Killer
+    ) -> Result:
+        """Run `argv` (argv[0] an absolute path) with exactly `env`."""
+        started = time.perf_counter()
+        fields = [str(len(argv)), *argv, *(f"{name}={value}" for name, value in env.items())]
+        pipes = [os.pipe() for _ in range(4)]  # stdout, stderr, status, pid
+        try:
+            self._send(fields, [write for _, write in pipes])
+        except BaseException:
+            for read, _ in pipes:
+                os.close(read)
+            raise
+        finally:
+            for _, write in pipes:
+                os.close(write)
+        return self._collect(*(read for read, _ in pipes), started, timeout, output_limit, kill)
+
+    def _send(self, fields: list[str], fds: list[int]) -> None:
+        with self._lock:
+            if self.broken:
+                raise RunnerGone("the sandbox's command runner is gone")
+            try:
+                send_message(self.sock, fields, fds)
+            except OSError as exc:
+                self.broken = True
+                raise RunnerGone(f"the sandbox's command runner is gone: {exc}") from exc
+
+    def _collect(
+        self, out_r: int, err_r: int, status_r: int, pid_r: int, started: float, timeout: float,
+        output_limit: int, kill: Killer,
+    ) -> Result:  # fmt: skip
+        outputs = {out_r: CappedOutput(output_limit), err_r: CappedOutput(output_limit)}
+        status, timed_out, lost = b"", False, False
+        try:
+            with selectors.DefaultSelector() as selector:
+                for fd in (out_r, err_r, status_r):
+                    selector.register(fd, selectors.EVENT_READ)
+                deadline = started + timeout
+                while not lost and not status.endswith(b"\n"):
+                    remaining = deadline - time.perf_counter()
+                    if remaining <= 0:
+                        timed_out = True
+                        break
+                    for key, _ in selector.select(remaining):
+                        if key.fd != status_r:
+                            if not read_into(key.fd, outputs[key.fd]):
+                                selector.unregister(key.fd)
+                        elif chunk := os.read(status_r, 64):
+                            status += chunk
+                        else:
+                            lost = True
+                            break
+            pid = _read_pid(pid_r)
+            if timed_out:
+                kill(pid)
+                self._signal(signal.SIGCONT)  # a command may have stopped its runner
+            drain(outputs)
+        finally:
+            for fd in (out_r, err_r, status_r, pid_r):
+                os.close(fd)
+        if status.startswith(b"!"):
+            raise SandboxError(f"could not start the command: {status[1:].decode(errors='replace').strip()}")
+        out, err = outputs.values()
+        if lost:
+            # The runner died while the command ran (a command can kill it: they share a uid); the
+            # command's status is unknown. The session starts a new runner for its next command.
+            self.broken = True
+            err.feed(b"\n[the sandbox's command runner was killed: exit status unknown]\n")
+            return make_result(out, err, None, started, False)
+        code = None if timed_out else exit_code_of(int(status))
+        return make_result(out, err, code, started, timed_out)
+
+    def _signal(self, number: int) -> None:
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(self._pidfd, number)
+
+    def close(self) -> None:
+        if self._pidfd < 0:
+            return
+        self.broken = True
+        self.sock.close()
+        self._signal(signal.SIGKILL)
+        os.close(self._pidfd)
+        self._pidfd = -1
