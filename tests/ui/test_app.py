@@ -31,7 +31,6 @@ def _pages(home: UiHome) -> list[str]:
         "/versions/minimal@v1",
         f"/trajectories/{XSS_ID}",
         f"/evals/{EVAL_ID}",
-        *([f"/training/{home.training}"] if home.training else []),
     ]
 
 
@@ -142,11 +141,9 @@ def test_run_status_is_read_from_what_the_run_left(tmp_path, ui_home):
     assert not list(live.glob("checkpoints.sqlite-*"))  # an idle run's checkpoints are opened immutable
 
 
-def test_runs_page_lists_evolve_and_training_runs(client, ui_home):
+def test_runs_page_lists_the_evolve_run(client, ui_home):
     page = client.get("/").text
     assert ui_home.run_id in page and "finished" in page and "1.000" in page
-    if ui_home.training:
-        assert ui_home.training in page
     assert XSS not in page
 
 

@@ -21,7 +21,7 @@ from starlette.testclient import TestClient
 from recreate.experience.schema import load_trajectory
 from recreate.ui import create_app
 from recreate.ui.runs import evolve_runs
-from tests.ui.test_run_page import _table, crawl
+from tests.ui.test_run_page import _table, assert_report_matches_run_page, crawl
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]  # the first test waits for the run
 
@@ -55,7 +55,18 @@ def test_each_model_version_and_its_gate_is_on_the_run_page(client: TestClient, 
             if step.get("model"):  # a candidate was trained and gated (none when nothing was learnable)
                 gate = step["gate"]
                 assert step["model"] in row and f"[{gate['low']:+.3f}, {gate['high']:+.3f}]" in row
-                assert f"{gate['n']} ({gate['tasks']} tasks)" in row
+                assert (
+                    f"{gate['n']} ({gate['tasks']} tasks)" in row
+                    and f"{gate['wins']} / {gate['losses']}" in row
+                )
+                train = f"/training/runs/{run_id}/finetune/round-{step['round']:03d}/train"
+                assert f'href="{train}"' in row and "loss " in row
+                grid = _table(page, "pair-grid")
+                assert (
+                    step["model"] in grid
+                    and step["parent"] in grid
+                    and f"model gate, round {step['round']}" in grid
+                )
         assert str(result.get("final_model") or "") in _table(page, "final-model")
         if result.get("test"):
             assert f"{result['test']['final']['mean']:.3f}" in page
@@ -67,12 +78,31 @@ def test_the_training_page_lists_every_fine_tuning_step(client: TestClient, home
     ]
     if not trained:  # seeded sampling makes the short run's outcome repeatable; its last runs trained
         pytest.skip("no fine-tuning step trained: every group of sampled runs had equal rewards")
-    page = client.get("/training").text
+    page, runs = client.get("/training").text, client.get("/").text
     for run_id, step in trained:
-        train = home / "runs" / run_id / "finetune" / f"round-{step['round']:03d}" / "train"
-        assert (
-            train / "metrics.jsonl"
-        ).is_file() and f'href="/training/{train.relative_to(home).as_posix()}"' in page
+        train = (home / "runs" / run_id / "finetune" / f"round-{step['round']:03d}" / "train").relative_to(
+            home
+        )
+        assert f'href="/training/{train.as_posix()}"' in page and train.as_posix() in runs
+        charts = client.get(f"/training/{train.as_posix()}").text
+        captions = re.findall(r"<figcaption>([^<]*)</figcaption>", charts)
+        for panel in (
+            "loss",
+            "reward",
+            "KL",
+            "clip fractions",
+            "clip fraction by position bin",
+            "ratio quantiles",
+        ):
+            assert panel in captions, captions
+        assert charts.count('<img class="chart"') >= 6 and "data:image/svg+xml;base64," in charts
+
+
+def test_report_html_shows_the_numbers_of_the_run_page(
+    client: TestClient, home: Path, tmp_path: Path
+) -> None:
+    for run_id, _ in _runs(home):
+        assert_report_matches_run_page(client, home, run_id, tmp_path / run_id)
 
 
 def test_every_link_resolves(client: TestClient) -> None:

@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 from recreate.optimizer.optimizer import EvolveResult
 from recreate.optimizer.report import write_report
 from recreate.ui import create_app
-from tests.ui.conftest import CANDIDATE, DIR_ID, EVAL_ID, XSS_ID, UiHome
+from tests.ui.conftest import DIR_ID, EVAL_ID, XSS_ID, UiHome
 
 MAX_PAGES = 800
 COMPARED = (
@@ -83,28 +83,15 @@ def crawl(client: TestClient, limit: int = MAX_PAGES) -> tuple[set[str], list[tu
 def test_every_link_resolves(client: TestClient) -> None:
     seen, broken = crawl(client)
     assert not broken, broken
-    assert len(seen) > 30 and any(p.startswith("/training/runs/") for p in seen)
+    assert len(seen) > 30
 
 
-def test_the_run_page_names_each_model_version_and_its_gate(client: TestClient, ui_home: UiHome) -> None:
-    page = html.unescape(client.get(f"/runs/{ui_home.run_id}").text)
-    doc = json.loads((ui_home.path / "runs" / ui_home.run_id / "result.json").read_text())
-    step = doc["models"][0]
-    models = _table(page, "model-gates")
-    assert CANDIDATE in models and step["scaffold"] in models
-    assert ("accepted" if step["accepted"] else "rejected") in models
-    gate = step["gate"]
-    assert (
-        f"[{gate['low']:+.3f}, {gate['high']:+.3f}]" in models
-        and f"{gate['n']} ({gate['tasks']} tasks)" in models
-    )
-    assert f"{gate['wins']} / {gate['losses']}" in models
-    if ui_home.training:
-        assert f'href="/training/{ui_home.training}"' in page and "loss " in models
-    grid = _table(page, "pair-grid")
-    assert CANDIDATE in grid and "scripted" in grid and "model gate, round 2" in grid and "seed" in grid
-    assert "scaffold gate, round 1" in grid and "validation of v0" in grid
-    assert "minimal@v3" in _table(page, "scaffold-gates")  # the rejected scaffold candidate too
+def test_the_run_page_lists_every_scaffold_version_with_its_gate(client, ui_home) -> None:
+    """(Model versions and the scaffold x model grid: tests/ui/test_real_home.py, over a real run.)"""
+    gates = _text(_table(html.unescape(client.get(f"/runs/{ui_home.run_id}").text), "scaffold-gates"))
+    assert "minimal@v2" in gates and "minimal@v3" in gates  # the rejected scaffold candidate too
+    assert "minimal@v1 scripted@http://127.0.0.1/v1 accepted 1.000 0.000 +1.000 [+1.000, +1.000] 3" in gates
+    assert "rejected 0.000 1.000 -1.000 [-1.000, -1.000] 3 (3 tasks) 0 / 3" in gates
 
 
 def test_the_runs_list_shows_the_best_kept_pair(client: TestClient, ui_home: UiHome) -> None:
@@ -113,24 +100,23 @@ def test_the_runs_list_shows_the_best_kept_pair(client: TestClient, ui_home: UiH
     assert "1.000" in row and "minimal@v2 ×" in row  # v2 scored 1.000 at its gate (the words domain)
 
 
-def test_training_lists_the_fine_tuning_steps_of_runs(client: TestClient, ui_home: UiHome) -> None:
-    if not ui_home.training:
-        pytest.skip("the train extra is not installed: no fine-tuning step in the fixture home")
-    page = client.get("/training").text
-    assert f'href="/training/{ui_home.training}"' in page and "fine-tuning step after round 2" in page
-    charts = client.get(f"/training/{ui_home.training}").text
-    assert charts.count('<img class="chart"') >= 6 and "data:image/svg+xml;base64," in charts
-
-
 def test_report_html_shows_the_numbers_of_the_run_page(client: TestClient, ui_home: UiHome, tmp_path) -> None:
-    run_dir = ui_home.path / "runs" / ui_home.run_id
+    assert_report_matches_run_page(client, ui_home.path, ui_home.run_id, tmp_path)
+
+
+def assert_report_matches_run_page(client: TestClient, home: Path, run_id: str, out: Path) -> None:
+    """report.html has the run page's tables, each with the same text (a link on the page is its text
+    in the report) and numbers in it."""
+    run_dir = home / "runs" / run_id
     doc = json.loads((run_dir / "result.json").read_text())
     result = EvolveResult(**(doc | {"run_dir": run_dir}))
-    report = write_report(result, tmp_path / "report").read_text()
-    page = client.get(f"/runs/{ui_home.run_id}").text
-    for name in COMPARED:  # the same text (a link on the page is its text in the report), numbers in it
-        assert _text(_table(report, name)) == _text(_table(page, name)), name
-        assert re.search(r"\d\.\d{3}", _text(_table(page, name))) or name.startswith("final"), name
+    report = write_report(result, out / "report").read_text()
+    page = client.get(f"/runs/{run_id}").text
+    for name in COMPARED:
+        assert (f'id="{name}"' in report) == (f'id="{name}"' in page), name
+        if f'id="{name}"' in page:
+            assert _text(_table(report, name)) == _text(_table(page, name)), name
+            assert re.search(r"\d\.\d{3}", _text(_table(page, name))) or name.startswith("final"), name
 
 
 def test_a_trajectory_says_its_split_model_version_reward_and_token_logprobs(client, ui_home) -> None:
