@@ -71,8 +71,12 @@ def make_domain(root: Path, n_train: int) -> tuple[object, list, list]:
         for i in range(n_train + 8)
     ]
     (root / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (root / "evaluate.py").write_text((WORDS / "evaluate.py").read_text())
-    domain = get_domain("jsonl", data=root / "tasks.jsonl", evaluator=EVALUATOR)
+    # the evaluator in a folder of its own: beside the tasks file (and the run's home) it is copied
+    # without the answers, and again whenever anything in that folder changes (every evaluation)
+    evaluator = root / "evaluator"
+    evaluator.mkdir(mode=0o755)
+    (evaluator / "evaluate.py").write_text((WORDS / "evaluate.py").read_text())
+    domain = get_domain("jsonl", data=root / "tasks.jsonl", evaluator=EVALUATOR, evaluator_dir=evaluator)
     tasks = domain.tasks("all")
     return domain, tasks[:n_train], tasks[n_train:]
 

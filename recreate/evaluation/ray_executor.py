@@ -97,6 +97,8 @@ class RayExecutor:
         self.address, self.num_cpus, self.retries = address, num_cpus, retries
         self._remote: Any = None
         self._lock = threading.Lock()
+        # each runner's recipe, put in the object store once: a worker fetches it only to build the runner
+        self._recipes: OrderedDict[str, Any] = OrderedDict()
 
     def connect(self) -> Any:
         """The remote attempt function, after joining the cluster (or starting a local one)."""
@@ -135,8 +137,10 @@ class RayExecutor:
 
         ledger = rollouts.ledger
         meter = None if ledger is None else (budget_left(ledger), ledger.prices)
+        key = runner_key(rollouts)
         try:
-            ref = remote.remote(rollouts.recipe, runner_key(rollouts), task, seed, meter)
+            recipe = self._recipe(key, rollouts)
+            ref = remote.remote([recipe], key, task, seed, meter)  # in a list: not fetched unless needed
         except TypeError as exc:  # Ray could not serialize an input (a model object with a live client)
             raise ArgumentError(
                 f"{{executor}} sends each rollout's inputs to a Ray worker and this one cannot go: "
@@ -153,6 +157,15 @@ class RayExecutor:
         for record in usage:
             ledger.record(record)  # type: ignore[union-attr]
         return traj
+
+    def _recipe(self, key: str, rollouts: Rollouts) -> Any:
+        with self._lock:
+            if key not in self._recipes:
+                self._recipes[key] = _import_ray().put(rollouts.recipe)
+            self._recipes.move_to_end(key)
+            while len(self._recipes) > RUNNERS_PER_WORKER:
+                self._recipes.popitem(last=False)
+            return self._recipes[key]
 
 
 def runner_key(rollouts: Rollouts) -> str:
@@ -184,21 +197,24 @@ _RUNNERS_LOCK = threading.Lock()
 
 
 def _attempt(
-    recipe: dict[str, Any],
+    recipe: list[Any],
     key: str,
     task: Task,
     seed: int,
     meter: tuple[Budget | None, dict[str, Any]] | None,
 ) -> tuple[Trajectory, list[UsageRecord]]:
-    """One attempt in a Ray worker, with a runner built once per recipe and kept (the lock: one attempt
-    at a time per process, whatever Ray does, since the runner's ledger meters one)."""
+    """One attempt in a Ray worker, with a runner built once per recipe (`recipe`: its object ref, fetched
+    only then) and kept (the lock: one attempt at a time per process, since the runner's ledger meters
+    one)."""
+    import ray
+
     from recreate.evaluation.rollout import Rollouts
 
     with _RUNNERS_LOCK:
         runner = _RUNNERS.pop(key, None)
         if runner is None:
             ledger = None if meter is None else _AttemptLedger()
-            runner = Rollouts(**recipe, ledger=ledger, cache=False, record=False)
+            runner = Rollouts(**ray.get(recipe[0]), ledger=ledger, cache=False, record=False)
         _RUNNERS[key] = runner
         while len(_RUNNERS) > RUNNERS_PER_WORKER:
             _RUNNERS.popitem(last=False)

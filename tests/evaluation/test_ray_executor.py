@@ -175,6 +175,19 @@ def test_a_worker_that_always_dies_is_an_error_never_a_score(cluster, openai_ser
 
 
 @needs_ray
+def test_a_model_object_that_cannot_travel_is_one_argument_error(cluster, tmp_path):
+    from langchain_openai import ChatOpenAI
+
+    data = write_tasks(tmp_path / "tasks.jsonl", 1)
+    domain = get_domain("jsonl", data=data, evaluator=EVALUATOR, evaluator_dir=EXAMPLE)
+    model = ChatOpenAI(model="m", base_url="http://127.0.0.1:9/v1", api_key=FAKE_KEY)
+    rollouts = Rollouts(MINIMAL, domain, model=model, sandbox="bwrap", cache=False, executor=cluster)
+    with pytest.raises(ArgumentError, match=r"pass the model as a spec \(NAME@URL\)") as refused:
+        rollouts.run(domain.tasks("all")[0])
+    assert "\n" not in str(refused.value) and FAKE_KEY not in str(refused.value)
+
+
+@needs_ray
 @pytest.mark.bwrap
 def test_eval_command_runs_on_ray(
     cluster, openai_server, bwrap, monkeypatch, capsys, recreate_home, tmp_path
