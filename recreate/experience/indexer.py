@@ -2,11 +2,16 @@
 
 Chroma holds the GIL while it writes (~5 ms a call plus per document), which would stall every other
 thread of a busy run at each add; waiting for a quiet moment makes a burst of adds one write. Whoever
-needs the index (a search, verify, close) cuts the wait short.
+needs the index (a search, verify, flush, close) cuts the wait short.
+
+A pass that fails is logged at once and tried again after RETRY_S waits (a waiter cuts none of them
+short: a busy index or a full disk needs the time); after the last, its error goes to whoever waits and
+its entries stay marked unindexed in the catalog, for the next add, flush or opening of the store.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -14,6 +19,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 QUIET_S = 0.25  # a pass starts once no add came for this long ...
 MAX_DELAY_S = 2.0  # ... or this long after the first add it waits for
+RETRY_S = (0.2, 1.0, 5.0)  # a failed pass is tried again after each of these waits
+log = logging.getLogger(__name__)
 # a worker per store (8 at once), so one store's quiet wait holds up no other
 _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="recreate-experience-index")
 
@@ -59,13 +66,13 @@ class BackgroundIndexer:
         while True:
             self._wait_for_quiet()
             with self._lock:
-                self._again = False
-                self._now.clear()
+                self._again = False  # (a waiter's `_now` stays set until it is served)
             try:
-                self._sync()
+                self._sync_with_retries()
             except BaseException:
                 with self._lock:
                     self._pass = None
+                    self._now.clear()
                 raise
             with self._lock:
                 if not self._again:
@@ -73,3 +80,15 @@ class BackgroundIndexer:
                     self._now.clear()  # served: the next pass waits for quiet again
                     return
                 self._first = time.monotonic()
+
+    def _sync_with_retries(self) -> None:
+        for tries, wait_s in enumerate((*RETRY_S, None), 1):
+            try:
+                self._sync()
+                return
+            except Exception as exc:
+                if wait_s is None:
+                    log.warning("experience indexing failed %d times, left for later: %s", tries, exc)
+                    raise
+                log.warning("experience indexing failed, trying again in %g s: %s", wait_s, exc)
+                time.sleep(wait_s)

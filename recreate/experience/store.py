@@ -77,6 +77,9 @@ class ExperienceStore:
         self._index_lock = threading.Lock()
         self._sync_lock = threading.Lock()  # one sync at a time, or two could index the same entries
         self._indexer = BackgroundIndexer(self._sync_if_owner)  # `add(..., index_later=True)`
+        # False: a search answers from what is indexed now, without waiting for background indexing;
+        # an evolve loop sets it and calls `flush_index` at each round's start instead
+        self.search_waits = True
         if self.catalog.needs_step_rows():
             self._backfill_step_rows()
 
@@ -91,8 +94,10 @@ class ExperienceStore:
         self.catalog.add_step_rows(rows)
 
     def close(self) -> None:
-        """Finish background indexing, release the catalog connection and the Chroma client; the store
-        reopens them on next use."""
+        """Index what is stored (`flush_index`, when this store opened its index), release the catalog
+        connection and the Chroma client; the store reopens them on next use."""
+        if self._index is not None:
+            self.flush_index()
         self.wait_for_index()
         self.catalog.close()
         with self._index_lock:
@@ -147,6 +152,23 @@ class ExperienceStore:
         if error is not None:
             # the entries stay marked unindexed: the next sync_index (or reindex) picks them up
             log.warning("background indexing failed: %s", error)
+
+    def flush_index(self) -> int:
+        """Index every run stored so far, now (a pass in the background indexer, with its retries), and
+        wait for it. Returns how many stored runs are still not indexed: 0, unless indexing failed
+        even when tried again (logged; they stay marked for the next flush, add or opening) or another
+        process owns the index (which indexes them)."""
+        if self.auto_index and self.catalog.query(unindexed=True, limit=1):
+            self._indexer.schedule()
+        self.wait_for_index()
+        left = len(self.catalog.query(unindexed=True)) if self.auto_index else 0
+        if left:
+            log.warning(
+                "%d stored runs are not indexed yet (indexing failed, or another process owns the index); "
+                "searches see them once they are",
+                left,
+            )
+        return left
 
     def ingest(
         self,
@@ -265,7 +287,8 @@ class ExperienceStore:
         documents when the HNSW candidates hold fewer than k of them."""
         filters = check_filters(filters, filter_keys(scope))
         index, catalog = self.index, self.catalog  # opening the index picks up runs left unindexed
-        self.wait_for_index()
+        if self.search_waits:
+            self.wait_for_index()
         if scope == "memory":
             return index.search(query, scope=scope, filters=filters, k=k)
         vector = index.embed(query)

@@ -101,6 +101,9 @@ class EvolveLoop:
         self.held_out = frozenset({t.id for t in [*valset, *self.testset]} - {t.id for t in trainset})
         self.train_prompts = {t.id: t.prompt for t in trainset if t.id not in self.held_out}
         self.experience, self.rollout, self.sandbox = experience, rollout, resolve_sandbox(sandbox)
+        # indexing stays off the critical path: a reflection's search does not wait for this round's runs
+        # to be embedded; `plan` flushes the index, so it sees every run of the earlier rounds
+        experience.search_waits = False
         self.model, self.synthesis_model = optimizer_model, synthesis_model
         self.run_dir, self.config, self.finetune = run_dir, config, finetune
         self.protocol = resolve_protocol(config.optimizer_protocol, optimizer_model)
@@ -203,6 +206,7 @@ class EvolveLoop:
         return update
 
     def plan(self, state: EvolveState) -> dict[str, Any]:
+        self.experience.flush_index()  # every finished run of the earlier rounds is searchable
         rng = random.Random(task_seed(self.config.seed, "batch", state["round"]))
         ids = [t.id for t in self.trainset]
         batch = rng.sample(ids, min(self.config.batch_size, len(ids)))

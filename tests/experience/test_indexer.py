@@ -34,8 +34,11 @@ def test_an_add_during_a_pass_gets_a_pass_of_its_own() -> None:
     assert passes == [0, 1]
 
 
-def test_a_failed_pass_is_reported_to_the_waiter_and_the_next_add_tries_again() -> None:
-    outcomes = [RuntimeError("index busy"), None]
+def test_a_failed_pass_is_tried_again_and_only_the_last_failure_reaches_the_waiter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(indexer, "RETRY_S", (0.01, 0.01))
+    outcomes: list[Exception | None] = [RuntimeError("busy"), None]
 
     def sync() -> None:
         if (outcome := outcomes.pop(0)) is not None:
@@ -43,6 +46,24 @@ def test_a_failed_pass_is_reported_to_the_waiter_and_the_next_add_tries_again() 
 
     background = BackgroundIndexer(sync)
     background.schedule()
-    assert str(background.wait()) == "index busy"
+    assert background.wait() is None and outcomes == []  # the second try indexed it
+
+    outcomes += [RuntimeError("busy"), RuntimeError("still busy"), RuntimeError("index busy"), None]
     background.schedule()
+    assert str(background.wait()) == "index busy"  # three tries, then given up
+    background.schedule()  # the next add tries again
     assert background.wait() is None and outcomes == []
+
+
+def test_a_waiter_is_not_kept_waiting_for_quiet_by_an_add_during_the_pass_it_started(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(indexer, "QUIET_S", 600.0)
+    monkeypatch.setattr(indexer, "MAX_DELAY_S", 600.0)
+    passes: list[int] = []
+    background = BackgroundIndexer(lambda: passes.append(1) or (len(passes) == 1 and background.schedule()))
+    background.schedule()
+    done = threading.Thread(target=background.wait)
+    done.start()
+    done.join(30)  # the second pass (for the add the first made) runs at once too, not after 600 s
+    assert not done.is_alive() and passes == [1, 1]
