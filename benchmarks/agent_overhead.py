@@ -46,6 +46,7 @@ class ScriptedModel(GenericFakeChatModel):
 
 def recreate_episode(steps: int, workdir: Path) -> float:
     from recreate import create_domain_agent
+    from recreate.experience.schema import load_trajectory
     from recreate.sandbox.local import LocalSandbox
     from recreate.scaffold import load_scaffold
 
@@ -61,7 +62,9 @@ def recreate_episode(steps: int, workdir: Path) -> float:
     start = time.perf_counter()
     out = agent.invoke({"task": "say hi"}, {"recursion_limit": 4 * steps + 20})
     elapsed = time.perf_counter() - start
-    assert out["exit_status"] == "submitted" and out["steps"] == steps + 1, out.get("error")
+    assert out["exit_status"] == "submitted", out.get("error")
+    (path,) = workdir.rglob(f"*{out['trajectory_id']}*.json")  # the trajectory the run wrote
+    assert len(load_trajectory(path).steps) == steps + 1
     return elapsed
 
 

@@ -22,7 +22,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from recreate.sandbox.base import Result, SandboxError
-from recreate.sandbox.process import CappedOutput, drain, exit_code_of, make_result, read_into, wait_readable
+from recreate.sandbox.process import (
+    CappedOutput,
+    drain,
+    exit_code_of,
+    kill_tree,
+    make_result,
+    read_into,
+    wait_readable,
+)
 
 _READY_SECONDS = 15.0
 # PR_SET_PDEATHSIG fires when the *thread* that started a process exits, and callers open sessions
@@ -110,30 +118,41 @@ class CommandRunner:
         cgroup_procs: Path | None = None, limits: list[tuple[str, int]],
     ) -> None:  # fmt: skip
         self.broken = False
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one message at a time on the socket
+        self._ready_lock = threading.Lock()
+        self._pid, self._pidfd = 0, -1  # known once it has answered
         self.sock, theirs = socket.socketpair()
         try:
             fields = [str(target), str(-1 if uid is None else uid), str(-1 if gid is None else gid), cwd]
             fields += [str(cgroup_procs or ""), *(f"{name}={value}" for name, value in limits)]
             _fork_runner(fields, theirs)
-            theirs.close()
-            reply = self.sock.recv(4096) if wait_readable(self.sock, _READY_SECONDS) else b""
         except BaseException:
-            theirs.close()
             self.sock.close()
             raise
-        if not reply.startswith(b"ready "):
-            self.sock.close()
-            reason = reply.decode(errors="replace").lstrip("!").strip() or "no answer"
-            raise SandboxError(f"the sandbox's command runner failed to start: {reason}")
-        self.pid = int(reply.split()[1])
-        self._pidfd = os.pidfd_open(self.pid)  # signals reach this runner, never a reused pid
+        finally:
+            theirs.close()
+
+    @property
+    def pid(self) -> int:
+        """The runner's host pid. The runner starts while the caller goes on: this waits for it."""
+        with self._ready_lock:
+            if self._pidfd < 0 and not self.broken:
+                reply = self.sock.recv(4096) if wait_readable(self.sock, _READY_SECONDS) else b""
+                if not reply.startswith(b"ready "):
+                    self.broken = True
+                    reason = reply.decode(errors="replace").lstrip("!").strip() or "no answer"
+                    raise SandboxError(f"the sandbox's command runner failed to start: {reason}")
+                self._pid = int(reply.split()[1])
+                self._pidfd = os.pidfd_open(self._pid)  # signals reach this runner, never a reused pid
+            return self._pid
 
     def run(
         self, argv: list[str], env: dict[str, str], timeout: float, output_limit: int, kill: Killer
     ) -> Result:
         """Run `argv` (argv[0] an absolute path) with exactly `env`."""
         started = time.perf_counter()
+        if self.pid <= 0:
+            raise RunnerGone("the sandbox's command runner is gone")
         fields = [str(len(argv)), *argv, *(f"{name}={value}" for name, value in env.items())]
         pipes = [os.pipe() for _ in range(4)]  # stdout, stderr, status, pid
         try:
@@ -207,10 +226,14 @@ class CommandRunner:
             signal.pidfd_send_signal(self._pidfd, number)
 
     def close(self) -> None:
-        if self._pidfd < 0:
-            return
-        self.broken = True
-        self.sock.close()
-        self._signal(signal.SIGKILL)
-        os.close(self._pidfd)
-        self._pidfd = -1
+        """Kill the runner and the commands it still runs (one that never answered exits at EOF)."""
+        with self._ready_lock:
+            self.broken = True
+            self.sock.close()
+            if self._pidfd < 0:
+                return
+            kill_tree(self._pid)
+            self._signal(signal.SIGKILL)
+            wait_readable(self._pidfd, _READY_SECONDS)  # readable once it has exited
+            os.close(self._pidfd)
+            self._pidfd = -1

@@ -25,7 +25,7 @@ from typing import IO, Any
 from recreate.sandbox.base import ClosingSession, Result, SandboxError, SandboxSpec
 from recreate.sandbox.docker_channel import PID_FILE, SERVER, CommandChannel
 from recreate.sandbox.process import CappedOutput, make_result, owner_alive, owner_label, wait_readable
-from recreate.sandbox.shell import sandbox_env, shell_argv
+from recreate.sandbox.shell import MARKER, sandbox_env, shell_argv
 from recreate.sandbox.workspace import as_bytes, workspace_parts
 
 LABEL = "recreate.sandbox"
@@ -36,14 +36,25 @@ _STATE = "/tmp/.recreate-shell"
 _PID_FILE = "/tmp/.recreate-pid-"  # + a per-command token
 _MB = 1024 * 1024
 _DRAIN_SECONDS = 5.0
-# Freeze a process and its descendants top-down (nothing forks away), then kill them all.
+# Kill a timed-out command ($1: its pid file, $2: its marker variable) and all it started: freeze its
+# process tree top-down (nothing forks away), and with it every process carrying its marker and every
+# orphan (parent: the container's init) started since it began, e.g. a setsid + double fork with a
+# cleared environment; then kill them all.
 _KILL_TREE = r"""
 stop() {
     kill -STOP "$1" 2>/dev/null; all="$all $1"
     for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do stop "$c"; done
 }
-all=""; pid=$(cat "$1") || exit 0
-stop "$pid"; kill -KILL $all 2>/dev/null
+mark=$2; all=""; pid=$(cat "$1") || exit 0
+since=$(cat /proc/"$pid"/stat 2>/dev/null) && set -- ${since##*\) } && since=${20}
+stop "$pid"
+for dir in /proc/[0-9]*; do
+    if grep -qF "$mark" "$dir/environ" 2>/dev/null; then stop "${dir#/proc/}"; continue; fi
+    stat=$(cat "$dir/stat" 2>/dev/null) || continue
+    set -- ${stat##*\) }
+    [ "$2" = 1 ] && [ -n "$since" ] && [ "${20}" -ge "$since" ] && stop "${dir#/proc/}"
+done
+kill -KILL $all 2>/dev/null
 """
 # Exit 0 when $1 (a path that may not exist yet) stays inside the workspace $2 with no symlink on the
 # way: its existing part must resolve to itself. The answer is the exit code, which survives a lost stream.
@@ -125,7 +136,9 @@ class DockerSession(ClosingSession):
     def run(self, cmd: str, *, timeout: float = 60.0, env: dict[str, str] | None = None) -> Result:
         self._check_open()
         started = time.perf_counter()
-        full_env = sandbox_env(self.workdir, self.spec.env, env)
+        token = uuid.uuid4().hex
+        full_env = {**sandbox_env(self.workdir, self.spec.env, env), MARKER: token}
+        marker = f"{MARKER}={token}"  # what the kill script looks for in the processes' environments
         inner = shell_argv(cmd, _STATE if self.spec.persistent else None, env)
         limits = f"ulimit -t {self.spec.cpu_seconds} -f {self.spec.max_file_mb * 2048} 2>/dev/null"
         out, err = CappedOutput(self.spec.output_limit), CappedOutput(self.spec.output_limit)
@@ -135,15 +148,16 @@ class DockerSession(ClosingSession):
             script = f"cd {shlex.quote(self.workdir)} || exit 126\n{limits}\nexec {command}\n"
             code, finished = self.channel.run(script, out, err, started + timeout)
             if not finished:
-                self._kill_command(PID_FILE)
+                self._kill_command(PID_FILE, marker)
                 self.channel.finish(_DRAIN_SECONDS)
             return make_result(out, err, code, started, timed_out=not finished)
-        return self._run_exec(inner, full_env, limits, out, err, started, timeout)
+        return self._run_exec(inner, full_env, marker, limits, out, err, started, timeout)
 
     def _run_exec(
         self,
         inner: list[str],
         full_env: dict[str, str],
+        marker: str,
         limits: str,
         out: CappedOutput,
         err: CappedOutput,
@@ -167,7 +181,7 @@ class DockerSession(ClosingSession):
         raw = _raw_socket(stream)
         timed_out = not _read_frames(raw, {1: out, 2: err}, started + timeout)
         if timed_out:
-            self._kill_command(pid_file)
+            self._kill_command(pid_file, marker)
             # Let the exec end on its own: an exec stream cut while running leaves Podman waiting ~5 s
             # on its exit file at the next kill/remove.
             _read_frames(raw, {}, time.perf_counter() + _DRAIN_SECONDS)
@@ -273,8 +287,8 @@ class DockerSession(ClosingSession):
             time.sleep(0.01)
         return None
 
-    def _kill_command(self, pid_file: str) -> None:
-        argv = ["/bin/sh", "-c", _KILL_TREE, "sh", pid_file]
+    def _kill_command(self, pid_file: str, marker: str) -> None:
+        argv = ["/bin/sh", "-c", _KILL_TREE, "sh", pid_file, marker]
         exec_id = self.api.exec_create(self.id, argv, user=f"{INSIDE_ID}:{INSIDE_ID}")["Id"]
         self.api.exec_start(exec_id)
 

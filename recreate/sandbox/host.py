@@ -24,6 +24,7 @@ from recreate.sandbox.commands import CommandRunner, RunnerGone
 from recreate.sandbox.process import (
     UID_BASE,
     UID_SPAN,
+    birth,
     boot_ticks,
     kill_late_orphans,
     kill_marked,
@@ -32,16 +33,13 @@ from recreate.sandbox.process import (
     owner_label,
     start_ticks,
 )
-from recreate.sandbox.shell import shell_argv
+from recreate.sandbox.shell import MARKER, shell_argv
 from recreate.sandbox.workspace import as_bytes, read_file, workspace_parts, write_file
 
 _MB = 1024 * 1024
 OWNER_FILE = "owner"
 # What a session leaves in its directory so that the next open can clean up after a killed owner.
 UID_FILE, CGROUP_FILE, KEEPER_FILE = "uid", "cgroup", "keeper"
-# Every command carries this variable (session token, command token): how a timeout or close finds
-# the processes that left the command's process tree (setsid, double fork) with its environment.
-MARKER = "RECREATE_COMMAND"
 _OPEN_SESSIONS: weakref.WeakSet[HostSession] = weakref.WeakSet()
 _reaped: set[tuple[str, str | None]] = set()
 
@@ -96,8 +94,8 @@ class HostSession(ClosingSession, ABC):
         """Raise SandboxError if what the session runs in has gone (nothing to check by default)."""
 
     def start_runner(self) -> None:
-        """Start the session's command runner now (the end of a subclass's open), closing the
-        session if that fails."""
+        """Start the session's command runner now (at the end of a subclass's open: it gets ready
+        while the caller goes on), closing the session if that fails."""
         try:
             self._live_runner()
         except BaseException:
@@ -125,9 +123,11 @@ class HostSession(ClosingSession, ABC):
         runner = self._live_runner()
         marker = f"{self._token}-{secrets.token_hex(8)}"
         full_env = {**self._command_env(env), MARKER: marker}
-        since = boot_ticks()
+        started = boot_ticks()
 
         def kill(pid: int | None) -> None:
+            # from the command's birth on; without it (never reported), from the next clock tick on
+            since = (birth(pid) if pid is not None else None) or (started + 1, 0)
             if pid is not None:
                 kill_tree(pid)
             kill_marked(f"{MARKER}={marker}")
@@ -175,10 +175,10 @@ class HostSession(ClosingSession, ABC):
         try:
             runner = getattr(self, "_runner", None)
             if runner is not None:
-                kill_tree(runner.pid)  # the runner and the commands still running
-                runner.close()
+                runner.close()  # with the commands still running
             self._stop()
-            kill_marked(f"{MARKER}={self._token}-")
+            if self.uid is None:  # (else killing the uid's processes below gets them all)
+                kill_marked(f"{MARKER}={self._token}-")
             if self.uid is not None:
                 kill_uid(self.uid)
             if self.cgroup is not None:

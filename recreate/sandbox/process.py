@@ -223,9 +223,15 @@ def namespace_processes(pid: int) -> list[int]:
 
 
 def boot_ticks() -> int:
-    """Now, in the unit and clock of a process's start time in /proc/PID/stat (minus a tick for the
-    rounding: a process started from now on has a start time at least this)."""
-    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK")) - 1
+    """Now, in the unit and clock of a process's start time in /proc/PID/stat (10 ms, typically)."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
+
+
+def birth(pid: int) -> tuple[int, int] | None:
+    """When a live process started, as (start time, pid): ordered like the processes' creation, as
+    pids grow within one clock tick (they wrap around only over many ticks)."""
+    stat = _stat(pid)
+    return (stat[1], pid) if stat is not None else None
 
 
 def _stat(pid: int) -> tuple[int, int] | None:
@@ -238,13 +244,14 @@ def _stat(pid: int) -> tuple[int, int] | None:
 
 
 def kill_late_orphans(
-    members: Callable[[], list[int]], since: int, infrastructure: set[int], other_marks: str
+    members: Callable[[], list[int]], since: tuple[int, int], infrastructure: set[int], other_marks: str
 ) -> None:
-    """SIGKILL each of a session's processes (`members`) started at or after `since` unless it
-    descends from an older process of the session (background work of an earlier command) or
-    carries another command's mark (`other_marks` + its token, in its environment): what a
-    timed-out command left behind after leaving its process tree and clearing its environment.
-    `infrastructure` (the runner, the sandbox's init) counts as no ancestor: orphans are theirs."""
+    """SIGKILL each of a session's processes (`members`) born at or after `since` (see `birth`)
+    unless it descends from an older process of the session (background work of an earlier
+    command) or carries another command's mark (`other_marks` + its token, in its environment):
+    what a timed-out command left behind after leaving its process tree and clearing its
+    environment. `infrastructure` (the runner, the sandbox's init) counts as no ancestor: orphans
+    are theirs."""
     for _ in range(20):  # until a pass finds nothing (what they forked meanwhile is found next pass)
         doomed = _orphans(members(), since, infrastructure, other_marks)
         if not doomed:
@@ -254,15 +261,17 @@ def kill_late_orphans(
                 os.kill(pid, signal.SIGKILL)
 
 
-def _orphans(members: list[int], since: int, infrastructure: set[int], other_marks: str) -> list[int]:
+def _orphans(
+    members: list[int], since: tuple[int, int], infrastructure: set[int], other_marks: str
+) -> list[int]:
     stats = {pid: stat for pid in members if (stat := _stat(pid)) is not None}
     doomed = []
     for pid, (parent, started) in stats.items():
-        if started < since or pid in infrastructure or _marked_by_another(pid, other_marks):
+        if (started, pid) < since or pid in infrastructure or _marked_by_another(pid, other_marks):
             continue
         ancestor, seen = parent, {pid}
         while ancestor in stats and ancestor not in infrastructure and ancestor not in seen:
-            if stats[ancestor][1] < since:
+            if (stats[ancestor][1], ancestor) < since:
                 break  # a descendant of older background work
             seen.add(ancestor)
             ancestor = stats[ancestor][0]

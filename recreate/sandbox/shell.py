@@ -11,6 +11,9 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _SECRET_NAME = re.compile(r"API_?KEY|TOKEN|SECRET|PASSW(OR)?D|CREDENTIAL|PRIVATE_KEY", re.IGNORECASE)
 _VALID_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MIN_SECRET_LENGTH = 8
+# Every command carries this variable (a token per command): how a timeout or close finds the
+# processes that left the command's process tree (setsid, double fork) with its environment.
+MARKER = "RECREATE_COMMAND"
 
 # Restores the saved exported variables and directory, applies this call's env, runs the command in
 # this same shell (so `cd`/`export` take effect) and saves the state again on exit, whatever the exit.
