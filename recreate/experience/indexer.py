@@ -7,17 +7,11 @@ needs the index (a search, verify, flush, close) cuts the wait short.
 A pass that fails is logged at once and tried again after RETRY_S waits (a waiter cuts none of them
 short: a busy index or a full disk needs the time); after the last, its error goes to whoever waits and
 its entries stay marked unindexed in the catalog, for the next add, flush or opening of the store.
-
-The pool's threads run at a lower CPU priority (Linux keeps a nice value per thread): on a machine the
-rollouts and a local model server keep busy, embedding takes the CPU they leave idle.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -26,22 +20,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 QUIET_S = 0.25  # a pass starts once no add came for this long ...
 MAX_DELAY_S = 2.0  # ... or this long after the first add it waits for
 RETRY_S = (0.2, 1.0, 5.0)  # a failed pass is tried again after each of these waits
-NICE = 10  # added to the indexing threads' nice value
 log = logging.getLogger(__name__)
-
-
-def _yield_the_cpu() -> None:
-    """Lower this thread's priority (threads that ONNX Runtime starts from it inherit it)."""
-    if sys.platform == "linux":  # elsewhere PRIO_PROCESS would name a process, not this thread
-        with contextlib.suppress(OSError):
-            me = threading.get_native_id()
-            os.setpriority(os.PRIO_PROCESS, me, os.getpriority(os.PRIO_PROCESS, me) + NICE)
-
-
 # a worker per store (8 at once), so one store's quiet wait holds up no other
-_POOL = ThreadPoolExecutor(
-    max_workers=8, thread_name_prefix="recreate-experience-index", initializer=_yield_the_cpu
-)
+_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="recreate-experience-index")
 
 
 class BackgroundIndexer:

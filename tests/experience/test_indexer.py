@@ -3,8 +3,6 @@ handed to the waiter."""
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
 
 import pytest
@@ -69,14 +67,3 @@ def test_a_waiter_is_not_kept_waiting_for_quiet_by_an_add_during_the_pass_it_sta
     done.start()
     done.join(30)  # the second pass (for the add the first made) runs at once too, not after 600 s
     assert not done.is_alive() and passes == [1, 1]
-
-
-@pytest.mark.skipif(sys.platform != "linux", reason="a nice value per thread is Linux's")
-def test_passes_run_at_a_lower_cpu_priority_than_the_threads_that_add() -> None:
-    seen: list[int] = []
-    background = BackgroundIndexer(
-        lambda: seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
-    )
-    background.schedule()
-    assert background.wait() is None
-    assert seen[0] >= min(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) + indexer.NICE, 19)
