@@ -21,15 +21,24 @@ from starlette.testclient import TestClient
 from recreate.experience.schema import load_trajectory
 from recreate.ui import create_app
 from recreate.ui.runs import evolve_runs
+from tests.main_job import MainJobRun
 from tests.ui.test_run_page import _table, assert_report_matches_run_page, crawl
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]  # the first test waits for the run
 
 
-@pytest.fixture(scope="module")
-def home(request: pytest.FixtureRequest) -> Path:
-    override = os.environ.get("RECREATE_UI_REAL_HOME")
-    return Path(override) if override else request.getfixturevalue("main_job_run").home
+OVERRIDE = os.environ.get("RECREATE_UI_REAL_HOME")
+if OVERRIDE:  # defined either way at import, so the suite sees which tests need the main job (xdist groups)
+
+    @pytest.fixture(scope="module")
+    def home() -> Path:
+        return Path(OVERRIDE or ".")
+
+else:
+
+    @pytest.fixture(scope="module")
+    def home(main_job_run: MainJobRun) -> Path:
+        return main_job_run.home
 
 
 @pytest.fixture(scope="module")
