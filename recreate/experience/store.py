@@ -10,7 +10,7 @@ import os
 import re
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -153,11 +153,15 @@ class ExperienceStore:
             # the entries stay marked unindexed: the next sync_index (or reindex) picks them up
             log.warning("background indexing failed: %s", error)
 
-    def flush_index(self) -> int:
+    def flush_index(self, trajectory_ids: Sequence[str] | None = None) -> int:
         """Index every run stored so far, now (a pass in the background indexer, with its retries), and
-        wait for it. Returns how many stored runs are still not indexed: 0, unless indexing failed
-        even when tried again (logged; they stay marked for the next flush, add or opening) or another
-        process owns the index (which indexes them)."""
+        wait for it; with `trajectory_ids`, only when one of those runs is not indexed yet (else return
+        at once, leaving the others to the background). Returns how many stored runs are still not
+        indexed after a pass: 0, unless indexing failed even when tried again (logged; they stay
+        marked for the next flush, add or opening) or another process owns the index (which indexes
+        them)."""
+        if trajectory_ids is not None and not self._unindexed(trajectory_ids):
+            return 0
         if self.auto_index and self.catalog.query(unindexed=True, limit=1):
             self._indexer.schedule()
         self.wait_for_index()
@@ -209,6 +213,12 @@ class ExperienceStore:
         if index and self.auto_index and self.index.writable():
             self.sync_index()  # entries other processes stored while this one owns the index
         return report
+
+    def _unindexed(self, ids: Sequence[str], batch: int = 900) -> set[str]:
+        """Those of `ids` not indexed yet (asked in batches, under SQLite's limit on parameters)."""
+        return set().union(
+            *(self.catalog.unindexed(list(ids[i : i + batch])) for i in range(0, len(ids), batch))
+        )
 
     def _index_now(self, pending: list[Trajectory], report: IngestReport) -> None:
         if self.auto_index and pending:

@@ -102,7 +102,7 @@ class EvolveLoop:
         self.train_prompts = {t.id: t.prompt for t in trainset if t.id not in self.held_out}
         self.experience, self.rollout, self.sandbox = experience, rollout, resolve_sandbox(sandbox)
         # indexing stays off the critical path: a reflection's search does not wait for this round's runs
-        # to be embedded; `plan` flushes the index, so it sees every run of the earlier rounds
+        # to be embedded; `plan` flushes the index, so it sees every training run of the earlier rounds
         experience.search_waits = False
         self.model, self.synthesis_model = optimizer_model, synthesis_model
         self.run_dir, self.config, self.finetune = run_dir, config, finetune
@@ -206,7 +206,9 @@ class EvolveLoop:
         return update
 
     def plan(self, state: EvolveState) -> dict[str, Any]:
-        self.experience.flush_index()  # every finished run of the earlier rounds is searchable
+        # every training run of the earlier rounds is searchable (held-out runs, which no search shows,
+        # are indexed in the background)
+        self.experience.flush_index([r["trajectory_id"] for r in state.get("results", [])])
         rng = random.Random(task_seed(self.config.seed, "batch", state["round"]))
         ids = [t.id for t in self.trainset]
         batch = rng.sample(ids, min(self.config.batch_size, len(ids)))

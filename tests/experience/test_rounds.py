@@ -171,3 +171,17 @@ def test_a_failed_index_pass_is_reported_and_tried_again(
     assert store.flush_index() == 0
     assert searched_ids(store) == ids | later and store.verify().ok
     store.close()
+
+
+def test_a_flush_for_given_runs_waits_only_while_one_of_them_is_not_indexed(
+    tmp_path: Path, no_quiet_moment: None
+) -> None:
+    store = ExperienceStore(tmp_path, embedding="hash")
+    store.search_waits = False
+    store.add(make_trajectory("t-train"))  # indexed as it is stored
+    store.add(make_trajectory("t-held-out"), index_later=True)  # waits for a quiet moment (none comes)
+    assert store.flush_index(["t-train"]) == 0
+    assert store.catalog.unindexed(["t-train", "t-held-out"]) == {"t-held-out"}  # left to the background
+    assert store.flush_index(["t-train", "t-held-out"]) == 0
+    assert searched_ids(store) == {"t-train", "t-held-out"}
+    store.close()
