@@ -37,9 +37,11 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from recreate.config import load_settings
 from recreate.domains.base import Evaluation, Task
 from recreate.domains.common import (
     DomainDataError,
@@ -95,29 +97,33 @@ def load_callable(spec: str, base: Path) -> Callable[[Task, str], Any]:
     return fn
 
 
-def evaluator_folder(folder: Path, tasks_files: list[Path]) -> Path:
-    """`folder` itself, or when the tasks files (every expected answer) lie inside it, a world-readable
-    copy without them, made once per content version: the sandbox must never see those answers."""
-    hidden = {path.resolve() for path in tasks_files}
-    inside = [path for path in hidden if path.is_relative_to(folder.resolve())]
+def evaluator_folder(folder: Path, tasks_files: list[Path], private_dirs: tuple[Path, ...] = ()) -> Path:
+    """`folder` itself, or when the tasks files (every expected answer) or a private folder (the
+    recreate home: trajectories, feedback, cached rollouts) lie inside it, a world-readable copy without
+    them, made once per content version: the sandbox must never see those answers."""
+    hidden = _Hidden({path.resolve() for path in tasks_files}, {path.resolve() for path in private_dirs})
+    root = folder.resolve()
+    inside = [path for path in (*hidden.files, *hidden.dirs) if path.is_relative_to(root)]
     if not inside or (os.geteuid() == 0 and not others_can_read(folder)):
         return folder  # (a folder the sandbox cannot read fails with its fix; a copy would expose it)
-    files = [Path(d, name) for d, _, names in os.walk(folder) for name in names]
-    kept = [path for path in files if path.resolve() not in hidden]
+    kept = []
+    for directory, dirs, names in os.walk(folder):
+        dirs[:] = [name for name in dirs if not hidden(Path(directory, name))]
+        kept += [Path(directory, name) for name in names if not hidden(Path(directory, name))]
     size = sum(path.stat().st_size for path in kept if path.is_file())
     if size > MAX_EVALUATOR_COPY_MB * 1024 * 1024:
         raise DomainDataError(
-            f"evaluator folder {folder} holds the tasks file {inside[0].name} (the expected answers) and "
+            f"evaluator folder {folder} holds {inside[0].name} (expected answers or run state) and "
             f"{size // 2**20} MB more; put the evaluator in a folder of its own and pass evaluator_dir=it"
         )
     stamp = "".join(f"{p}:{p.stat().st_mtime_ns};" for p in sorted(kept) if p.is_file())
-    version = hashlib.sha256(f"{folder.resolve()}|{stamp}".encode()).hexdigest()[:16]
+    version = hashlib.sha256(f"{root}|{stamp}".encode()).hexdigest()[:16]
     cache = Path(tempfile.gettempdir()) / "recreate-evaluators"
     cache.mkdir(mode=0o755, exist_ok=True)
     target = cache / version
     if not target.exists():
         staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=cache))
-        shutil.copytree(folder, staging, dirs_exist_ok=True, ignore=_ignoring(hidden))
+        shutil.copytree(folder, staging, dirs_exist_ok=True, ignore=hidden.ignore)
         for directory, _, names in os.walk(staging):
             Path(directory).chmod(0o755)
             for name in names:
@@ -129,11 +135,19 @@ def evaluator_folder(folder: Path, tasks_files: list[Path]) -> Path:
     return target
 
 
-def _ignoring(hidden: set[Path]):
-    def ignore(directory: str, names: list[str]) -> list[str]:
-        return [name for name in names if Path(directory, name).resolve() in hidden]
+@dataclass(frozen=True)
+class _Hidden:
+    """What the evaluator's copy leaves out, by resolved path (a link to a hidden file is hidden too)."""
 
-    return ignore
+    files: set[Path]
+    dirs: set[Path]
+
+    def __call__(self, path: Path) -> bool:
+        real = path.resolve()
+        return real in self.files or any(real.is_relative_to(d) for d in self.dirs)
+
+    def ignore(self, directory: str, names: list[str]) -> list[str]:
+        return [name for name in names if self(Path(directory, name))]
 
 
 def as_evaluation(value: Any) -> Evaluation:
@@ -207,7 +221,7 @@ class JsonlDomain(TaskFileDomain):
 
     def _run_command(self, task: Task, submission: str, sandbox: Sandbox) -> Evaluation:
         try:
-            mount = evaluator_folder(self.evaluator_dir, self._tasks_files)
+            mount = evaluator_folder(self.evaluator_dir, self._tasks_files, (load_settings().home,))
         except (DomainDataError, OSError) as exc:
             return zero(f"the evaluator folder cannot be prepared: {exc}")
         spec = SandboxSpec(

@@ -185,6 +185,37 @@ def test_the_tasks_file_never_reaches_the_evaluator_sandbox(tasks_file, bwrap):
     assert '"expected": "yes"' not in evaluation.feedback
 
 
+@pytest.mark.parametrize("tasks_inside", [True, False])
+def test_a_home_inside_the_evaluator_folder_never_reaches_the_sandbox(
+    tasks_file, bwrap, monkeypatch, tasks_inside
+):
+    """The run's home (feedback quoting answers, cached rollouts) may lie in the evaluator's folder:
+    the sandbox gets a copy without it, also through a link, whether or not the tasks file is there."""
+    folder = tasks_file.parent
+    home = folder / "state"
+    (home / "runs").mkdir(parents=True)
+    (home / "runs" / "feedback.json").write_text('{"expected": "SECRET-ANSWER"}')
+    (folder / "link").symlink_to(home / "runs" / "feedback.json")
+    monkeypatch.setenv("RECREATE_HOME", str(home))
+    command = _evaluator(
+        tasks_file,
+        """
+        import os
+        for d, _, names in os.walk("/evaluator"):
+            for path in (os.path.join(d, n) for n in names):
+                print(path, open(path).read() if os.path.isfile(path) else "")
+        """,
+    )
+    data = tasks_file
+    if not tasks_inside:
+        data = folder.parent / "elsewhere.jsonl"
+        data.write_text(tasks_file.read_text())
+    domain = get_domain("jsonl", data=data, evaluator=command, evaluator_dir=folder)
+    evaluation = domain.evaluate(domain.tasks()[0], "anything", bwrap)
+    assert "/evaluator/judge.py" in evaluation.feedback, evaluation.feedback
+    assert "SECRET-ANSWER" not in evaluation.feedback and "state" not in evaluation.feedback
+
+
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "custom_domain"
 # the issue's attacks on the example evaluator, and variants: each must score 0
 EXAMPLE_FORGERIES = {
