@@ -26,7 +26,6 @@ from recreate.sandbox.process import (
     CappedOutput,
     drain,
     exit_code_of,
-    kill_tree,
     make_result,
     read_into,
     wait_readable,
@@ -137,14 +136,17 @@ class CommandRunner:
         """The runner's host pid. The runner starts while the caller goes on: this waits for it."""
         with self._ready_lock:
             if self._pidfd < 0 and not self.broken:
-                reply = self.sock.recv(4096) if wait_readable(self.sock, _READY_SECONDS) else b""
-                if not reply.startswith(b"ready "):
-                    self.broken = True
-                    reason = reply.decode(errors="replace").lstrip("!").strip() or "no answer"
-                    raise SandboxError(f"the sandbox's command runner failed to start: {reason}")
-                self._pid = int(reply.split()[1])
-                self._pidfd = os.pidfd_open(self._pid)  # signals reach this runner, never a reused pid
+                self._await_ready()
             return self._pid
+
+    def _await_ready(self) -> None:
+        reply = self.sock.recv(4096) if wait_readable(self.sock, _READY_SECONDS) else b""
+        if not reply.startswith(b"ready "):
+            self.broken = True
+            reason = reply.decode(errors="replace").lstrip("!").strip() or "no answer"
+            raise SandboxError(f"the sandbox's command runner failed to start: {reason}")
+        self._pid = int(reply.split()[1])
+        self._pidfd = os.pidfd_open(self._pid)  # signals reach this runner, never a reused pid
 
     def run(
         self, argv: list[str], env: dict[str, str], timeout: float, output_limit: int, kill: Killer
@@ -226,13 +228,15 @@ class CommandRunner:
             signal.pidfd_send_signal(self._pidfd, number)
 
     def close(self) -> None:
-        """Kill the runner and the commands it still runs (one that never answered exits at EOF)."""
+        """Kill the runner (its session kills the commands still running) and wait until it is gone."""
         with self._ready_lock:
+            if self._pidfd < 0 and not self.broken:
+                with contextlib.suppress(SandboxError, OSError):
+                    self._await_ready()  # one still starting: wait for its pid
             self.broken = True
             self.sock.close()
             if self._pidfd < 0:
                 return
-            kill_tree(self._pid)
             self._signal(signal.SIGKILL)
             wait_readable(self._pidfd, _READY_SECONDS)  # readable once it has exited
             os.close(self._pidfd)

@@ -49,10 +49,14 @@ mark=$2; all=""; pid=$(cat "$1") || exit 0
 since=$(cat /proc/"$pid"/stat 2>/dev/null) && set -- ${since##*\) } && since=${20}
 stop "$pid"
 for dir in /proc/[0-9]*; do
-    if grep -qF "$mark" "$dir/environ" 2>/dev/null; then stop "${dir#/proc/}"; continue; fi
+    p=${dir#/proc/}
+    if grep -qF "$mark" "$dir/environ" 2>/dev/null; then stop "$p"; continue; fi
     stat=$(cat "$dir/stat" 2>/dev/null) || continue
     set -- ${stat##*\) }
-    [ "$2" = 1 ] && [ -n "$since" ] && [ "${20}" -ge "$since" ] && stop "${dir#/proc/}"
+    [ "$2" = 1 ] && [ -n "$since" ] || continue  # an orphan; born since the command (in its clock tick,
+    if [ "${20}" -gt "$since" ] || { [ "${20}" = "$since" ] && [ "$p" -ge "$pid" ]; }; then  # after it)
+        stop "$p"
+    fi
 done
 kill -KILL $all 2>/dev/null
 """

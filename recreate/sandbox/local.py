@@ -2,10 +2,12 @@
 
 Explicit opt-in only (`get_sandbox("local")`). What it does NOT isolate: the host filesystem (all
 that the command's uid may read or write) and the network. What it does give: a fresh environment
-without our secrets, its own process group, rlimits, capped output, timeouts that kill the tree, a
-memory cgroup for the session where the machine allows one, and, when we run as root, a throwaway
-unprivileged uid (so `/root` and our own `/proc/PID/environ` are unreadable, a fork bomb hits its
-process limit, and `close()` can kill everything the session started).
+without our secrets, its own process group, rlimits, capped output, timeouts that kill all the
+command started (see `host`), a memory cgroup for the session where the machine allows one, and,
+when we run as root, a throwaway unprivileged uid (so `/root` and our own `/proc/PID/environ` are
+unreadable, a fork bomb hits its process limit, and `close()` can kill everything the session
+started). Unprivileged, a timeout or close finds what left a command's tree by the command's
+environment marker only: a process that also cleared its environment survives them.
 
 Unprivileged, the command runs as our own user, who may read `/proc/PID/environ` of this process and
 of the shell that started it: a fresh environment cannot hide a secret there. So then `open` refuses
