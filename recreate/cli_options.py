@@ -7,6 +7,9 @@ help that renders as written.
 - An old spelling stays as a hidden alias that says, in one line, which name replaces it.
 - `--json` prints the command's result as one JSON document on stdout; everything else goes to stderr.
 - `--quiet`, `--verbose` and `--debug` are accepted after any subcommand (added by `apply_conventions`).
+- What an option changes for the whole process (RECREATE_HOME, sys.stdout, log levels and handlers)
+  is put back when the command ends, however it ends: a command called in-process (a notebook, a test,
+  `recreate.cli.main()`) leaves its caller's process as it found it.
 """
 
 from __future__ import annotations
@@ -15,16 +18,18 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import click
 import typer
 
 from recreate.console import set_quiet
 
 T = TypeVar("T")
 _json: dict[str, Any] = {}
+_LOGGERS = ("recreate", "tapo_backend")
 HOME_HELP = "State directory (default: RECREATE_HOME, else .recreate)."
 SANDBOX_HELP = "Sandbox backend: bwrap, docker or local (default: RECREATE_SANDBOX, else bwrap)."
 
@@ -35,10 +40,25 @@ def home_option() -> Any:
     return typer.Option(None, "--home", help=HOME_HELP, show_default=False, callback=_export_home)
 
 
-def _export_home(value: Path | None) -> Path | None:
+def _export_home(ctx: typer.Context, value: Path | None) -> Path | None:
     if value is not None:
+        before = os.environ.get("RECREATE_HOME")
+        _undo_at_end(ctx, lambda: _set_env("RECREATE_HOME", before))
         os.environ["RECREATE_HOME"] = str(value)
     return value
+
+
+def _set_env(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
+def _undo_at_end(ctx: click.Context, undo: Callable[[], None]) -> None:
+    """Run `undo` when the whole command ends: it returns, raises, or a later option fails to parse
+    (the root context closes in each case; a leaf's context does not exist yet in the last)."""
+    ctx.find_root().call_on_close(undo)
 
 
 def sandbox_option(help: str = SANDBOX_HELP) -> Any:
@@ -65,9 +85,16 @@ def json_option(what: str = "the result") -> Any:
     )
 
 
-def _json_mode(value: bool) -> bool:
+def _json_mode(ctx: typer.Context, value: bool) -> bool:
     if value:
-        _json["stdout"] = sys.stdout
+        stdout, before = sys.stdout, _json.get("stdout")
+
+        def restore() -> None:
+            sys.stdout = stdout
+            _json["stdout"] = before
+
+        _undo_at_end(ctx, restore)
+        _json["stdout"] = stdout
         sys.stdout = sys.stderr
     return value
 
@@ -101,20 +128,35 @@ def prefer(value: T | None, old_value: T | None, new: str) -> T | None:
     return old_value
 
 
-def _set_quiet(value: bool) -> None:
-    set_quiet(value)  # also False: an in-process caller's next command is not silenced by this one
+def _set_quiet(ctx: typer.Context, value: bool) -> None:
     if value:
+        _keep_loggers(ctx)
+        set_quiet(True)
+        _undo_at_end(ctx, lambda: set_quiet(False))
         logging.getLogger("recreate").setLevel(logging.WARNING)
 
 
-def _set_verbose(value: bool) -> None:
+def _set_verbose(ctx: typer.Context, value: bool) -> None:
     if value:
+        _keep_loggers(ctx)
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
-        for name in ("recreate", "tapo_backend"):
+        for name in _LOGGERS:
             logger = logging.getLogger(name)
             logger.setLevel(logging.DEBUG)
             logger.addHandler(handler)
+
+
+def _keep_loggers(ctx: click.Context) -> None:
+    """The packages' loggers get their levels and handlers back when the command ends."""
+    kept = [(logger, logger.level, list(logger.handlers)) for logger in map(logging.getLogger, _LOGGERS)]
+
+    def restore() -> None:
+        for logger, level, handlers in kept:
+            logger.setLevel(level)
+            logger.handlers[:] = handlers
+
+    _undo_at_end(ctx, restore)
 
 
 def common_flags(state: dict[str, bool]) -> list[Any]:
