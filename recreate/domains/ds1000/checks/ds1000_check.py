@@ -33,6 +33,7 @@ import ds1000_figure  # noqa: E402
 
 CONTEXT_FILE = "<ds1000 test context>"
 IDLE_POLL_S, BUSY_POLL_S = 0.05, 0.005
+KILL_AFTER_S = 10  # past a job's timeout, the server kills its whole process group
 
 
 class SolutionRaised(Exception):
@@ -219,8 +220,11 @@ def fork_job(path, timeout):
     path.unlink()
     pid = os.fork()
     if pid:
+        with contextlib.suppress(OSError):  # (the child does it too: whichever runs first)
+            os.setpgid(pid, pid)
         return pid
     try:
+        os.setpgid(0, 0)  # a group of its own: what the check starts (workers, helpers) dies with it
         signal.alarm(int(timeout) + 5)  # a stuck check dies; the host then scores 0 for lack of a verdict
         os.chdir(job)
         serve_job(time.monotonic() + timeout)
@@ -235,17 +239,22 @@ def main():
             __import__(module)
     Path("jobs").mkdir(exist_ok=True)
     Path("server.ready").write_text("ready")
-    children = set()
+    children = {}  # pid (and process group) -> when to kill the group
     while not Path("stop").exists():
         jobs = sorted(Path("jobs").glob("*.job"))
         for path in jobs:
-            children.add(fork_job(path, float(config["timeout"])))
+            timeout = float(config["timeout"])
+            children[fork_job(path, timeout)] = time.monotonic() + timeout + KILL_AFTER_S
         for path in Path("jobs").glob("*.done"):  # the host has read that verdict
             shutil.rmtree(path.with_suffix(""), ignore_errors=True)
             path.unlink()
-        for pid in list(children):
-            if os.waitpid(pid, os.WNOHANG)[0]:
-                children.discard(pid)
+        for pid, kill_at in list(children.items()):
+            ended = os.waitpid(pid, os.WNOHANG)[0]
+            if ended or time.monotonic() > kill_at:  # a check ignoring its alarm, or what it left running
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
+            if ended:
+                del children[pid]
         time.sleep(BUSY_POLL_S if children or jobs else IDLE_POLL_S)
     return 0
 
