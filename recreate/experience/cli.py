@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -13,10 +14,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from recreate.cli_options import emit_json, home_option, json_option
 from recreate.config import load_settings
 from recreate.console import make_console
+from recreate.experience.catalog import check_filters
 from recreate.experience.digest import one_line
 from recreate.experience.embeddings import make_embedding
 from recreate.experience.importers import FORMATS, read_path
-from recreate.experience.store import ExperienceStore, open_store
+from recreate.experience.index import filter_keys
+from recreate.experience.reports import DriftReport
+from recreate.experience.store import ExperienceStore, TrajectoryNotFoundError, open_store
 from recreate.experience.views import DEFAULT_BUDGET, VIEWS, render
 
 app = typer.Typer(help="Stored agent runs: list, inspect, search, import, export, keep the index in sync.")
@@ -28,10 +32,25 @@ OutcomeOpt = typer.Option(None, "--outcome", help="passed | failed | unevaluated
 RunOpt = typer.Option(None, "--run", help="only this run id")
 VersionOpt = typer.Option(None, "--scaffold-version", help="only this scaffold version, e.g. v3")
 _SHOWN = 20  # problem lines printed per kind; the count of the rest follows
+_FILES = "trajectories"  # a store's folder of trajectory files, made when the store is first opened
+T = TypeVar("T")
 
 
 def _store(home: Path | None, **options: Any) -> ExperienceStore:
     return open_store(load_settings(home=home), **options)
+
+
+def _root(home: Path | None) -> Path:
+    return load_settings(home=home).home / "experience"
+
+
+def _read(home: Path | None, read: Callable[[ExperienceStore], T], nothing: T) -> T:
+    """`read(store)`, or `nothing` where no store was ever opened in this home: opening one creates its
+    folders and files, and a command that only reads writes nothing (a missing home stays missing)."""
+    if not (_root(home) / _FILES).is_dir():
+        return nothing
+    with _store(home) as store:
+        return read(store)
 
 
 def _filters(**values: Any) -> dict[str, Any]:
@@ -63,8 +82,7 @@ def ls_command(
     filters = _filters(
         domain=domain, task_id=task, outcome=outcome, run_id=run, scaffold_version=scaffold_version
     )
-    with _store(home) as store:
-        entries = store.list(filters)
+    entries = _read(home, lambda store: store.list(filters), [])
     if as_json:
         emit_json([dataclasses.asdict(e) for e in entries[-limit:]])
         return
@@ -75,7 +93,7 @@ def ls_command(
             f"{e.id}  task={e.task_id}  domain={e.domain}  scaffold={version}  "
             f"{e.outcome}({score})  {e.exit_status}  steps={e.n_steps}"
         )
-    typer.echo(f"{len(entries)} trajectories in {store.root}", err=True)
+    typer.echo(f"{len(entries)} trajectories in {_root(home)}", err=True)
 
 
 @app.command("show")
@@ -87,8 +105,9 @@ def show_command(
     as_json: bool = json_option("the whole trajectory (schema v1), not a view"),
 ) -> None:
     """Show one trajectory through a compact view."""
-    with _store(home) as store:
-        trajectory = store.get(trajectory_id)
+    trajectory = _read(home, lambda store: store.get(trajectory_id), None)
+    if trajectory is None:
+        raise TrajectoryNotFoundError(f"no trajectory {trajectory_id!r} in {_root(home)} (nothing stored)")
     if as_json:
         emit_json(trajectory.model_dump(mode="json"))
         return
@@ -110,11 +129,13 @@ def search_command(
     """Semantic search; prints trajectory id, task id, step, cosine distance (0 = same meaning) and a
     snippet per hit, nearest first."""
     filters = _filters(domain=domain, task_id=task, outcome=outcome, error_type=error_type)
-    with _store(home) as store:
-        hits = store.search(query, scope=scope, filters=filters, k=k)
+    check_filters(filters, filter_keys(scope))  # bad options fail alike in an empty home
+    hits = _read(home, lambda store: store.search(query, scope=scope, filters=filters, k=k), [])
     if as_json:
         emit_json([dataclasses.asdict(hit) for hit in hits])
         return
+    if not hits:
+        typer.echo(f"no hits in {_root(home)}", err=True)
     for hit in hits:
         meta = hit.metadata
         step = meta.get("step", "-")
@@ -175,8 +196,7 @@ def reindex_command(home: Path = home_option()) -> None:
 @app.command("verify")
 def verify_command(home: Path = home_option()) -> None:
     """Check that files, catalog and index agree; exit code 1 on drift."""
-    with _store(home) as store:
-        drift = store.verify()
+    drift = _read(home, lambda store: store.verify(), DriftReport())
     if drift.ok:
         typer.echo("ok: files, catalog and index agree")
         return
@@ -200,6 +220,8 @@ def export_command(
     filters = _filters(
         domain=domain, task_id=task, outcome=outcome, run_id=run, scaffold_version=scaffold_version
     )
-    with _store(home) as store:
-        count = store.export(out, filters)
+    count = _read(home, lambda store: store.export(out, filters), None)
+    if count is None:  # nothing stored: the file the user asked for, empty
+        out.write_text("", encoding="utf-8")
+        count = 0
     typer.echo(f"wrote {count} trajectories to {out}")
