@@ -9,6 +9,8 @@ a plain conversation on every turn.
 
 Run it:  python examples/langgraph_app/app.py "Compute the 20th Fibonacci number" \
              --scaffold scaffolds/minimal --model openai:gpt-4.1-mini
+         (--model defaults to RECREATE_MODEL, or `model` in recreate.toml; a problem is one line on stderr,
+         exit code 2; --debug shows its traceback)
 Serve it: langgraph dev --port 8123
           (graph "router_app" in langgraph.json; set RECREATE_MODEL, optionally RECREATE_SCAFFOLD, or
           pass scaffold/model/sandbox as the run's context)
@@ -17,8 +19,8 @@ Serve it: langgraph dev --port 8123
 from __future__ import annotations
 
 import argparse
-import os
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Literal, NotRequired
 
@@ -30,12 +32,15 @@ from langgraph.graph.state import CompiledStateGraph
 from recreate import create_domain_agent
 from recreate.agent import AgentContext, resolve_model
 from recreate.agent.server import server_factory
+from recreate.config import load_settings
+from recreate.errors import one_line
 
 ROUTER_PROMPT = (
     "Classify the user's last request. Answer with one word: `agent` if it needs running code or shell "
     "commands to answer, `chat` if you can answer it directly."
 )
 SEED = Path(__file__).resolve().parents[2] / "scaffolds" / "minimal"
+NO_MODEL = "no model: pass --model PROVIDER:MODEL (e.g. openai:gpt-4.1-mini) or set RECREATE_MODEL"
 
 
 class AppState(MessagesState):
@@ -82,16 +87,30 @@ def main() -> None:
     )
     parser.add_argument("request")
     parser.add_argument("--scaffold", default=str(SEED))
-    parser.add_argument("--model", default=os.environ.get("RECREATE_MODEL"))
+    parser.add_argument("--model", help="PROVIDER:MODEL (default: RECREATE_MODEL)")
     parser.add_argument("--sandbox", default="bwrap")
     parser.add_argument("--thread", default="demo", help="conversation id (kept in app.sqlite)")
+    parser.add_argument("--debug", action="store_true", help="show a problem's traceback")
     args = parser.parse_args()
+    try:
+        print(answer(args))
+    except Exception as exc:  # what the user fixes (model, scaffold, sandbox, endpoint): one line
+        if args.debug:
+            raise
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+        sys.exit(2)
+
+
+def answer(args: argparse.Namespace) -> str:
+    model = args.model or load_settings().model
+    if not model:
+        raise ValueError(NO_MODEL)  # before anything is built or written
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     with sqlite3.connect("app.sqlite", check_same_thread=False) as conn:
-        app = build_app(args.scaffold, args.model, sandbox=args.sandbox, checkpointer=SqliteSaver(conn))
+        app = build_app(args.scaffold, model, sandbox=args.sandbox, checkpointer=SqliteSaver(conn))
         out = app.invoke({"messages": [("user", args.request)]}, {"configurable": {"thread_id": args.thread}})
-        print(out["messages"][-1].content)
+    return out["messages"][-1].content
 
 
 if __name__ == "__main__":
