@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -46,19 +47,32 @@ def local_weights(model: str) -> Path | None:
 
 class LocalAgent:
     """A context manager: entering serves the model and returns the compiled agent graph; leaving
-    stops the server this block started. `build(model=spec, **options)` compiles the graph."""
+    stops the server this block started. Entered again while open (a nested `with`, or a helper that
+    opens it too), it returns the same graph on the same server; the outermost exit stops the server.
+    `build(model=spec, **options)` compiles the graph."""
 
     def __init__(self, model: str, build: Callable[..., CompiledStateGraph], options: dict[str, Any]):
         self.spec, self.weights = model, local_weights(model)
         self._build, self._options = build, options
+        self._lock = threading.Lock()
         self._stack: contextlib.ExitStack | None = None
-        self.server: Any = None  # the ServerInfo while the block runs
+        self._graph: CompiledStateGraph | None = None
+        self._depth = 0  # open blocks on this agent
+        self.server: Any = None  # the ServerInfo while a block runs
 
     def __enter__(self) -> CompiledStateGraph:
+        with self._lock:
+            if self._depth == 0:
+                self._graph = self._serve()
+            self._depth += 1
+            return self._graph
+
+    def _serve(self) -> CompiledStateGraph:
         from recreate.config import load_settings
         from recreate.local import local_agent_options, local_endpoint
 
         with contextlib.ExitStack() as stack:
+            stack.callback(setattr, self, "server", None)  # a failed build leaves no stale server
             self.server = stack.enter_context(
                 local_endpoint(load_settings().home, model=self.weights, log=log.info)
             )
@@ -67,9 +81,13 @@ class LocalAgent:
         return graph
 
     def __exit__(self, *exc: object) -> None:
-        stack, self._stack, self.server = self._stack, None, None
-        if stack is not None:
-            stack.close()
+        with self._lock:
+            if self._depth == 0:  # never entered, or already left
+                return
+            self._depth -= 1
+            if self._depth == 0 and self._stack is not None:
+                stack, self._stack, self._graph = self._stack, None, None
+                stack.close()  # under the lock: an enter meanwhile waits, then starts its own
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
