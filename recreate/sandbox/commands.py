@@ -53,13 +53,13 @@ class _Zygote:
 
     def __init__(self) -> None:
         self.sock, theirs = socket.socketpair()
-        source = Path(__file__).with_name("runner.py").read_text()
+        script = str(Path(__file__).with_name("runner.py"))
         try:
             self.process = SPAWNER.submit(
                 subprocess.Popen,
                 # This very interpreter, whose path (sys.executable, maybe a venv's link) we might
                 # not be allowed to walk again.
-                [os.readlink("/proc/self/exe"), "-I", "-S", "-c", source, str(theirs.fileno())],
+                [os.readlink("/proc/self/exe"), "-I", "-S", script, str(theirs.fileno())],
                 executable="/proc/self/exe",
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,

@@ -2,7 +2,7 @@
 each command with a single vfork+exec of /bin/sh (posix_spawn), so a command costs about what a bare
 `sh -c true` costs instead of a chain of wrapper execs (cgroup entry, setpriv, prlimit, nsenter).
 
-This file runs as its own program (`python -I -S -c`: stdlib only, nothing from this package), once
+This file runs as its own program (`python -I -S runner.py`: stdlib only, nothing from this package), once
 per host process: the *zygote*. It stays as we started it (root, or us) and forks one runner per
 session on request; a fork is cheaper than starting an interpreter. The new runner enters the
 session's cgroup, sets its rlimits (inherited by every command), then (bwrap) joins the sandbox's
@@ -75,8 +75,6 @@ def _enter(target: int, uid: int, gid: int) -> None:
     fds = {name: os.open(f"/proc/{target}/ns/{name}", os.O_RDONLY) for name in [*_NAMESPACES, "user"]}
     root = os.open(f"/proc/{target}/root", os.O_RDONLY)
     cwd = os.open(f"/proc/{target}/cwd", os.O_RDONLY)
-    # As root we may join the others first and the user namespace last (as nsenter does); unprivileged,
-    # joining the user namespace is what grants the rights to join the others.
     shared_user = os.readlink("/proc/self/ns/user") == os.readlink(f"/proc/{target}/ns/user")
     # As root we may join the others first and the user namespace last (as nsenter does); unprivileged,
     # joining the user namespace is what grants the rights to join the others.
