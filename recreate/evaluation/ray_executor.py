@@ -2,13 +2,14 @@
 
 What runs where. The driver (the process running `recreate eval|evolve` or `optimize()`) keeps the
 concurrency cap (one of its threads waits on each rollout in flight), checks the budget before each
-attempt, and alone writes the rollout cache, the run's trajectories and the experience store. A Ray task
-runs one attempt (`Rollouts.attempt`: the agent in a fresh sandbox on the worker's node, then the
-evaluation in another) metered by a ledger that holds what was left of the budget when it started, and
-returns the trajectory with the usage of its model calls, which the driver adds to the run's ledger.
+attempt, and alone writes the rollout cache, the run's trajectories, the experience store and the ledger.
+A Ray task runs one attempt (`Rollouts.attempt`: the agent in a fresh sandbox on the worker's node, then
+the evaluation in another) and returns the trajectory with the usage of its model calls, which the
+driver adds to the run's ledger. Before each model call a worker checks the run's whole spend, kept by
+a meter on the driver's node (`ray_worker`), so the budget is one budget as with threads.
 A worker that dies (killed, out of memory, its node gone) is run again by Ray up to `RETRIES` times; past
 that the attempt is a machine error: stored for the record, never a score, never cached, run again on
-resume.
+resume. The model calls of a try whose worker died are still in the ledger (the meter kept them).
 
 Workers build the agent from the runner's inputs (scaffold, domain, model spec, sandbox, agent options)
 and read their settings and API keys from their own environment: the local cluster's workers inherit the
@@ -23,13 +24,16 @@ import importlib.util
 import logging
 import os
 import threading
+import uuid
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
+from weakref import WeakKeyDictionary
 
 from recreate.errors import Arg, ArgumentError
 from recreate.evaluation.machine import one_line
-from recreate.models import Budget, UsageLedger, UsageRecord
+from recreate.evaluation.ray_worker import RUNNERS_PER_WORKER, Meter, Metered, Spend, attempt
+from recreate.models import UsageLedger, UsageRecord
 
 if TYPE_CHECKING:
     from recreate.domains.base import Task
@@ -39,7 +43,6 @@ if TYPE_CHECKING:
 THREADS = "threads"
 RETRIES = 2  # runs again of an attempt whose worker died, before it is recorded as a machine error
 OBJECT_STORE_BYTES = 128 * 1024**2  # the local cluster's: trajectories are small
-RUNNERS_PER_WORKER = 8  # runners (one per scaffold version and model) a worker process keeps built
 
 
 def make_executor(spec: str | Executor | None, *, concurrency: int = 4) -> Executor | None:
@@ -74,29 +77,15 @@ def _ray_address(spec: str) -> str:
     )
 
 
-def budget_left(ledger: UsageLedger | None) -> Budget | None:
-    """What `ledger`'s budget has left, as a budget (raises BudgetExceeded when nothing is left)."""
-    if ledger is None or ledger.budget is None:
-        return None
-    budget, spent = ledger.budget, ledger.totals()
-    used = {
-        "max_usd": spent["cost_usd"],
-        "max_tokens": spent["prompt_tokens"] + spent["completion_tokens"],
-        "max_calls": spent["calls"],
-    }
-    left = {k: None if getattr(budget, k) is None else getattr(budget, k) - v for k, v in used.items()}
-    if any(v is not None and v <= 0 for v in left.values()):
-        ledger.check_budget()  # raises, naming the limit (totals only grow)
-    return Budget(**left)
-
-
 class RayExecutor:
     """Runs each attempt of a `Rollouts` as a Ray task; connects (or starts the local Ray) on first use."""
 
     def __init__(self, address: str | None = None, *, num_cpus: int = 2, retries: int = RETRIES):
         self.address, self.num_cpus, self.retries = address, num_cpus, retries
         self._remote: Any = None
-        self._lock = threading.Lock()
+        self._meter: Any = None
+        self._lock, self._settling = threading.Lock(), threading.Lock()
+        self._ledgers: WeakKeyDictionary[UsageLedger, str] = WeakKeyDictionary()  # each one's name
         # each runner's recipe, put in the object store once: a worker fetches it only to build the runner
         self._recipes: OrderedDict[str, Any] = OrderedDict()
 
@@ -107,7 +96,8 @@ class RayExecutor:
                 ray = _import_ray()
                 if not ray.is_initialized():
                     self._init(ray)
-                self._remote = ray.remote(num_cpus=1, max_retries=self.retries)(_attempt)
+                self._remote = ray.remote(num_cpus=1, max_retries=self.retries)(attempt)
+                self._meter = ray.remote(num_cpus=0)(Meter).remote()
             return self._remote
 
     def _init(self, ray: Any) -> None:
@@ -135,28 +125,57 @@ class RayExecutor:
         remote = self.connect()
         from ray.exceptions import RayError, RayTaskError
 
-        ledger = rollouts.ledger
-        meter = None if ledger is None else (budget_left(ledger), ledger.prices)
-        key = runner_key(rollouts)
+        from recreate.evaluation.rollout import out_of_budget
+
+        ledger, key = rollouts.ledger, runner_key(rollouts)
+        metered = None if ledger is None else self._metered(ledger)
         try:
             recipe = self._recipe(key, rollouts)
-            ref = remote.remote([recipe], key, task, seed, meter)  # in a list: not fetched unless needed
+            ref = remote.remote([recipe], key, task, seed, metered)  # in a list: not fetched unless needed
         except TypeError as exc:  # Ray could not serialize an input (a model object with a live client)
             raise ArgumentError(
                 f"{{executor}} sends each rollout's inputs to a Ray worker and this one cannot go: "
                 f"{one_line(exc)[:200]}; pass the model as a spec (NAME@URL) and the sandbox by name",
                 executor=Arg("executor", "'ray'", "ray"),
             ) from None
+        usage: list[UsageRecord] = []
+        tried = None
         try:
-            traj, usage = _import_ray().get(ref)
+            traj, usage, tried = _import_ray().get(ref)
         except RayTaskError as exc:  # our code raised in the worker: as it would on a thread
             raise exc.as_instanceof_cause() from None
         except RayError as exc:  # its worker (or node) died, every time Ray ran it
             reason = f"the Ray worker running it died ({1 + self.retries} tries): {one_line(exc)}"
-            return rollouts.lost(task, seed, reason)
-        for record in usage:
-            ledger.record(record)  # type: ignore[union-attr]
+            traj = rollouts.lost(task, seed, reason)
+        finally:
+            if ledger is not None and metered is not None:
+                self._settle(ledger, metered, usage, tried)
+        if ledger is not None and metered is not None and metered.budget and out_of_budget(traj):
+            # the worker saw the run's spend reach the budget: some of it may still be in flight
+            metered.budget.check(Spend(self._call(self._meter.spent, metered.ledger)))  # type: ignore[arg-type]
         return traj
+
+    def _metered(self, ledger: UsageLedger) -> Metered:
+        with self._settling:
+            name = self._ledgers.get(ledger)
+            if name is None:  # a ledger new to the meter: what it holds already
+                name = self._ledgers[ledger] = uuid.uuid4().hex
+                self._call(self._meter.settle, name, "", ledger.totals())
+        return Metered(self._meter, name, uuid.uuid4().hex, ledger.budget, ledger.prices)
+
+    def _settle(
+        self, ledger: UsageLedger, metered: Metered, usage: list[UsageRecord], tried: str | None
+    ) -> None:
+        """The attempt's usage into the driver's ledger: the returned try's, and any try whose worker
+        died (from the meter); one at a time, so the meter never counts an attempt twice."""
+        with self._settling:
+            lost = self._call(self._meter.others, metered.ledger, metered.attempt, tried)
+            for record in [*usage, *lost]:
+                ledger.record(record)
+            self._call(self._meter.settle, metered.ledger, metered.attempt, ledger.totals())
+
+    def _call(self, method: Any, *args: Any) -> Any:
+        return _import_ray().get(method.remote(*args))
 
     def _recipe(self, key: str, rollouts: Rollouts) -> Any:
         with self._lock:
@@ -182,43 +201,3 @@ def _import_ray() -> Any:
     import ray
 
     return ray
-
-
-# -- in the worker -------------------------------------------------------------------------------------
-class _AttemptLedger(UsageLedger):
-    """A worker's ledger: what the run's budget had left, and the usage of the one attempt it meters."""
-
-    def begin(self, budget: Budget | None, prices: dict[str, Any]) -> None:
-        super().__init__(budget=budget, prices=prices)
-
-
-_RUNNERS: OrderedDict[str, Rollouts] = OrderedDict()
-_RUNNERS_LOCK = threading.Lock()
-
-
-def _attempt(
-    recipe: list[Any],
-    key: str,
-    task: Task,
-    seed: int,
-    meter: tuple[Budget | None, dict[str, Any]] | None,
-) -> tuple[Trajectory, list[UsageRecord]]:
-    """One attempt in a Ray worker, with a runner built once per recipe (`recipe`: its object ref, fetched
-    only then) and kept (the lock: one attempt at a time per process, since the runner's ledger meters
-    one)."""
-    import ray
-
-    from recreate.evaluation.rollout import Rollouts
-
-    with _RUNNERS_LOCK:
-        runner = _RUNNERS.pop(key, None)
-        if runner is None:
-            ledger = None if meter is None else _AttemptLedger()
-            runner = Rollouts(**ray.get(recipe[0]), ledger=ledger, cache=False, record=False)
-        _RUNNERS[key] = runner
-        while len(_RUNNERS) > RUNNERS_PER_WORKER:
-            _RUNNERS.popitem(last=False)
-        if isinstance(runner.ledger, _AttemptLedger) and meter is not None:
-            runner.ledger.begin(*meter)
-        traj = runner.attempt(task, seed)
-        return traj, runner.ledger.records() if runner.ledger is not None else []

@@ -135,7 +135,7 @@ class Rollouts:
         if self.ledger is not None:
             self.ledger.check_budget()
         traj = self.attempt(task, seed) if self.executor is None else self.executor.attempt(self, task, seed)
-        if self.ledger is not None and _out_of_budget(traj):
+        if self.ledger is not None and out_of_budget(traj):
             self.ledger.check_budget()  # the shared budget ran out mid-run: raise, cache nothing
         return self._keep(task, traj)
 
@@ -144,7 +144,7 @@ class Rollouts:
         (`ERROR_KEY`, `REASON_KEY`): what an executor's worker computes. Nothing is cached or stored."""
         started = time.time()
         traj, fault = self._rollout(task, seed)
-        if _out_of_budget(traj):
+        if out_of_budget(traj):
             return traj  # no verdict: the caller raises BudgetExceeded
         eval_started = time.time()
         kind: FailureKind | None = "machine" if fault else failure_kind(traj)
@@ -339,7 +339,8 @@ def run_tasks(
     )
 
 
-def _out_of_budget(traj: Trajectory) -> bool:
+def out_of_budget(traj: Trajectory) -> bool:
+    """The rollout stopped because the run's budget ran out (no verdict)."""
     return (traj.outcome.error or "").startswith("budget exceeded")
 
 

@@ -26,6 +26,7 @@ from recreate.evaluation import RolloutCache, Rollouts
 from recreate.evaluation.ray_executor import RayExecutor, make_executor
 from recreate.experience.store import ExperienceStore
 from recreate.models import Budget, BudgetExceeded, UsageLedger
+from recreate.testing import Reply, tool_call
 from tests.conftest import FAKE_KEY
 from tests.evaluation.conftest import EVALUATOR, EXAMPLE, MINIMAL, solver, write_tasks
 
@@ -93,17 +94,32 @@ def test_ray_gives_the_scores_of_threads_and_the_driver_keeps_the_records(
     assert not leaked, f"the API key is in Ray's files: {leaked}"
 
 
+def _stepper(steps: int):
+    """Responder: `steps` - 1 bash steps, then the right function."""
+
+    def respond(body: dict) -> Reply:
+        name = body["messages"][1]["content"].split("`")[1].split("(")[0]
+        if len(body["messages"]) < 2 * steps:
+            return tool_call("bash", {"command": "true"}, cost=0.001)
+        return tool_call("submit", {"answer": f"def {name}(x):\n    return x + {name[4:]}\n"}, cost=0.001)
+
+    return respond
+
+
 @needs_ray
 @pytest.mark.bwrap
-def test_the_budget_holds_across_workers(cluster, openai_server, tmp_path):
-    data = write_tasks(tmp_path / "tasks.jsonl", 3)
+def test_the_budget_is_one_budget_across_workers(cluster, openai_server, tmp_path):
+    data = write_tasks(tmp_path / "tasks.jsonl", 4)
     domain = get_domain("jsonl", data=data, evaluator=_judge(tmp_path, doomed=None))
-    openai_server.responder = solver()
-    ledger = UsageLedger(budget=Budget(max_calls=3))
+    openai_server.responder = _stepper(8)
+    ledger = UsageLedger(budget=Budget(max_calls=5))
     with pytest.raises(BudgetExceeded):
         _run(cluster, domain, openai_server.url, tmp_path, "budget", ledger=ledger)
-    # a rollout is metered by what was left when it started: the overshoot is what those in flight spent
-    assert 3 <= ledger.totals()["calls"] <= 3 + 2 * 2
+    # each worker checks the run's whole spend before each call: past the budget go only the calls in
+    # flight when it was reached, one per worker (2), as with threads; not each worker's own 5
+    calls = len(openai_server.requests)
+    assert 5 <= ledger.totals()["calls"] == calls <= 5 + 2
+    assert not list((tmp_path / "budget").glob("**/*-s*.json"))  # nothing cached
 
 
 def _judge(tmp_path: Path, doomed: str | None, *, every_time: bool = False):
@@ -145,7 +161,8 @@ def test_a_worker_killed_mid_rollout_is_retried_and_nothing_is_lost(cluster, ope
     openai_server.responder = solver()
     killed: list[int] = []
     watcher = _kill_when_doomed(tmp_path / "doomed.pid", killed)
-    done, _ = _run(cluster, domain, openai_server.url, tmp_path, "killed")
+    ledger = UsageLedger()
+    done, _ = _run(cluster, domain, openai_server.url, tmp_path, "killed", ledger=ledger)
     watcher.join(timeout=5)
 
     assert killed and killed[0] != os.getpid()  # a worker process, not the driver
@@ -154,6 +171,7 @@ def test_a_worker_killed_mid_rollout_is_retried_and_nothing_is_lost(cluster, ope
     first_turns = [r for r in openai_server.requests if len(r["messages"]) == 2]
     runs_of_add_1 = sum("add_1(" in r["messages"][1]["content"] for r in first_turns)
     assert runs_of_add_1 == 3  # seeds 0 and 1, and the killed one's retry
+    assert ledger.totals()["calls"] == len(openai_server.requests) == 14  # the killed try's calls too
 
 
 @needs_ray
