@@ -26,6 +26,7 @@ zygote, and the zygote with the thread that started it.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import ctypes
 import os
@@ -63,11 +64,18 @@ def _receive_exactly(sock: socket.socket, size: int) -> bytes:
 
 def receive(sock: socket.socket) -> tuple[bytes, list[int]]:
     """One request: its body and the descriptors that came with it. EOFError when the host is gone."""
-    head, fds, _, _ = socket.recv_fds(sock, _HEADER.size, _MAX_FDS, socket.MSG_CMSG_CLOEXEC)
+    # Not socket.recv_fds: before Python 3.12 it drops its flags, and the descriptors would be
+    # inherited by every command (which could then write its own exit status or steal requests).
+    fds = array.array("i")
+    space = socket.CMSG_SPACE(_MAX_FDS * fds.itemsize)
+    head, ancillary, _, _ = sock.recvmsg(_HEADER.size, space, socket.MSG_CMSG_CLOEXEC)
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
     if not head:
         raise EOFError
     head += _receive_exactly(sock, _HEADER.size - len(head))
-    return _receive_exactly(sock, _HEADER.unpack(head)[0]), fds
+    return _receive_exactly(sock, _HEADER.unpack(head)[0]), list(fds)
 
 
 def _enter(target: int, uid: int, gid: int) -> None:
