@@ -31,6 +31,7 @@ from recreate.sandbox.host import HostSession, record_keeper
 from recreate.sandbox.process import (
     as_file_user,
     as_user,
+    exiting,
     kill_tree,
     limit_args,
     namespace_processes,
@@ -101,7 +102,7 @@ class BwrapSession(HostSession):
         return keeper, int(info["child-pid"])
 
     def _check_alive(self) -> None:
-        if self._keeper.poll() is not None:
+        if self._keeper.poll() is not None or exiting(self._target):
             raise SandboxError("the bwrap sandbox has exited (its process was killed)")
 
     def _start_runner(self) -> CommandRunner:

@@ -137,10 +137,17 @@ class HostSession(ClosingSession, ABC):
 
         argv = shell_argv(cmd, self._shell_state(), env)
         try:
-            return runner.run(argv, full_env, timeout, self.spec.output_limit, kill)
-        except RunnerGone:  # killed by an earlier command after it answered: a new one runs this
-            runner = self._live_runner()
-            return runner.run(argv, full_env, timeout, self.spec.output_limit, kill)
+            try:
+                result = runner.run(argv, full_env, timeout, self.spec.output_limit, kill)
+            except RunnerGone:  # killed by an earlier command after it answered: a new one runs this
+                runner = self._live_runner()
+                result = runner.run(argv, full_env, timeout, self.spec.output_limit, kill)
+        except SandboxError:
+            self._check_alive()  # the sandbox died (a command may kill it): say that instead
+            raise
+        if result.exit_code == 128 + signal.SIGKILL:  # also how a dying sandbox ends its commands
+            self._check_alive()
+        return result
 
     def _live_runner(self) -> CommandRunner:
         """The session's command runner; a new one if a command killed the last (they share a uid)."""

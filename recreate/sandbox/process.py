@@ -23,6 +23,7 @@ _MB = 1024 * 1024
 _READ_SIZE = 65536
 _DRAIN_SECONDS = 0.1  # after the command exits, how long to collect output still in the pipes
 _SETPRIV = shutil.which("setpriv")
+_PF_EXITING = 0x4  # a process flag in /proc/PID/stat
 UID_BASE, UID_SPAN = 1_800_000_000, 100_000_000  # host uids given to sandboxes when we run as root
 
 
@@ -241,6 +242,16 @@ def _stat(pid: int) -> tuple[int, int] | None:
         if fields[0] != "Z":
             return int(fields[1]), int(fields[19])
     return None
+
+
+def exiting(pid: int) -> bool:
+    """Whether process `pid` is gone or on its way out: PF_EXITING is set first thing in an exit, so a
+    pid namespace's init has it before the kernel kills the namespace's other processes."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return True
+    return fields[0] in ("Z", "X") or bool(int(fields[6]) & _PF_EXITING)
 
 
 def kill_late_orphans(

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from recreate.sandbox import SandboxError
 from tests.sandbox.conftest import OpenSession, _make_opener, host_processes
+from tests.sandbox.test_hostile import wait_until_gone
 
 # Writes "0\n" (an exit status, a pid) to every descriptor 3..63 it holds, and takes whatever request
 # (with its pipes) arrives on any socket among them, answering into those pipes.
@@ -184,3 +186,19 @@ def test_a_local_command_cannot_read_trace_or_stop_the_runners_insides(open_host
 def test_the_marker_cannot_be_overridden_by_the_caller(open_host) -> None:
     result = open_host().run("echo $RECREATE_COMMAND", env={"RECREATE_COMMAND": "mine"}, timeout=30)
     assert result.stdout.strip() != "mine" and result.stdout.strip()
+
+
+@pytest.mark.parametrize("attack", ["kill -9 -1", "kill -STOP -1", python("import os\nos.kill(-1, 9)")])
+def test_killing_or_stopping_everything_visible_never_hangs_later_commands(open_bwrap, attack: str) -> None:
+    session = open_bwrap()
+    for command in (f"{attack}; sleep 0.3; echo after", "echo usable", "echo usable"):
+        try:
+            result = session.run(command, timeout=10)
+        except SandboxError as exc:
+            assert "sandbox has exited" in str(exc)
+            continue
+        assert not result.timed_out
+        if command == "echo usable":
+            assert result.stdout == "usable\n"  # a result is either true or an error, never a lie
+    session.close()
+    assert wait_until_gone("sleep 0.3", seconds=3) == []
