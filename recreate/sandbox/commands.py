@@ -42,7 +42,10 @@ def send_message(sock: socket.socket, fields: list[str], fds: list[int]) -> None
     """One message of runner.py's protocol: NUL-separated `fields`, with `fds` attached."""
     if any("\0" in field for field in fields):
         raise SandboxError("a command or environment value contains a NUL byte")
-    body = "\0".join(fields).encode()
+    try:  # as subprocess would: surrogate escapes (bytes that are not UTF-8) go as those bytes
+        body = os.fsencode("\0".join(fields))
+    except UnicodeEncodeError as exc:
+        raise SandboxError(f"a command or environment value is not valid text: {exc}") from None
     message = len(body).to_bytes(4, sys.byteorder) + body
     sent = socket.send_fds(sock, [message], fds)
     sock.sendall(message[sent:])

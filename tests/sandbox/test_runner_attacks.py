@@ -202,3 +202,17 @@ def test_killing_or_stopping_everything_visible_never_hangs_later_commands(open_
             assert result.stdout == "usable\n"  # a result is either true or an error, never a lie
     session.close()
     assert wait_until_gone("sleep 0.3", seconds=3) == []
+
+
+def test_a_command_that_is_not_text_runs_as_its_bytes_or_is_a_clear_error(open_host) -> None:
+    session = open_host()
+    raw = session.run("printf '%s' \udcff | od -An -tx1", env={"RAW": "\udcfe"}, timeout=30)
+    assert raw.stdout.split() == ["ff"]  # surrogate escapes are the bytes they stand for
+    assert session.run(
+        "printf '%s' \"$RAW\" | od -An -tx1", env={"RAW": "\udcfe"}, timeout=30
+    ).stdout.split() == ["fe"]
+    with pytest.raises(SandboxError, match="not valid text"):
+        session.run("echo \ud800", timeout=30)
+    with pytest.raises(SandboxError, match="Argument list too long"):
+        session.run("echo " + "a" * 3_000_000, timeout=30)
+    assert session.run("echo usable", timeout=30).stdout == "usable\n"
