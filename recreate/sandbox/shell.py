@@ -15,12 +15,15 @@ _MIN_SECRET_LENGTH = 8
 # processes that left the command's process tree (setsid, double fork) with its environment.
 MARKER = "RECREATE_COMMAND"
 
-# Restores the saved exported variables and directory, applies this call's env, runs the command in
-# this same shell (so `cd`/`export` take effect) and saves the state again on exit, whatever the exit.
+# Restores the saved exported variables (all but this command's own marker) and directory, applies this
+# call's env, runs the command in this same shell (so `cd`/`export` take effect) and saves the state
+# again on exit, whatever the exit.
 _PERSISTENT_SCRIPT = r"""
 __recreate_state=$1
 __recreate_cmd=$2
+__recreate_marker=$RECREATE_COMMAND
 if [ -f "$__recreate_state.env" ]; then . "$__recreate_state.env"; fi
+export RECREATE_COMMAND="$__recreate_marker"
 if [ -f "$__recreate_state.cwd" ] && read -r __recreate_dir <"$__recreate_state.cwd"; then
     cd "$__recreate_dir"
 fi

@@ -216,3 +216,13 @@ def test_a_command_that_is_not_text_runs_as_its_bytes_or_is_a_clear_error(open_h
     with pytest.raises(SandboxError, match="Argument list too long"):
         session.run("echo " + "a" * 3_000_000, timeout=30)
     assert session.run("echo usable", timeout=30).stdout == "usable\n"
+
+
+def test_a_persistent_session_gives_each_command_its_own_marker(open_host) -> None:
+    session = open_host(persistent=True)
+    markers = {session.run("echo $RECREATE_COMMAND", timeout=30).stdout for _ in range(2)}
+    assert len(markers) == 2  # the saved state does not bring back an earlier command's marker
+    assert session.run("export KEPT=yes", timeout=30).ok
+    escape = session.run("setsid sh -c '(sleep 4852 &)' & sleep 30", timeout=1.5)
+    assert escape.timed_out and wait_until_gone("sleep 4852", seconds=3) == []
+    assert session.run("echo $KEPT", timeout=30).stdout == "yes\n"
