@@ -226,3 +226,17 @@ def test_a_persistent_session_gives_each_command_its_own_marker(open_host) -> No
     escape = session.run("setsid sh -c '(sleep 4852 &)' & sleep 30", timeout=1.5)
     assert escape.timed_out and wait_until_gone("sleep 4852", seconds=3) == []
     assert session.run("echo $KEPT", timeout=30).stdout == "yes\n"
+
+
+def test_a_command_cannot_leave_or_loosen_its_cgroup(open_host) -> None:
+    session = open_host()
+    names = r"\( -name cgroup.procs -o -name memory.limit_in_bytes -o -name memory.max -o -name pids.max \)"
+    attempt = (
+        f"for f in $(find /sys/fs/cgroup -maxdepth 6 {names} 2>/dev/null); do"
+        " (echo $$ > $f) 2>/dev/null && echo WROTE $f; (echo max > $f) 2>/dev/null && echo WROTE $f;"
+        " done; sleep 4861 & echo checked"
+    )
+    assert session.run(attempt, timeout=30).stdout == "checked\n"
+    (sleeper,) = host_processes("sleep 4861")
+    runner = session._runner.pid  # type: ignore[attr-defined]
+    assert Path(f"/proc/{sleeper}/cgroup").read_text() == Path(f"/proc/{runner}/cgroup").read_text()
