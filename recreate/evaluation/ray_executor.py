@@ -32,6 +32,7 @@ from weakref import WeakKeyDictionary
 
 from recreate.errors import Arg, ArgumentError
 from recreate.evaluation.machine import one_line
+from recreate.evaluation.ray_reaper import reaped_with_this_process
 from recreate.evaluation.ray_worker import RUNNERS_PER_WORKER, Meter, Metered, Spend, attempt
 from recreate.models import UsageLedger, UsageRecord
 
@@ -113,10 +114,11 @@ class RayExecutor:
             if self.address:
                 ray.init(address=self.address, **quiet)
             else:
-                ray.init(
-                    address="local", num_cpus=self.num_cpus, include_dashboard=False,
-                    object_store_memory=OBJECT_STORE_BYTES, **quiet,
-                )  # fmt: skip
+                with reaped_with_this_process():  # some of them outlive a SIGKILL of this process
+                    ray.init(
+                        address="local", num_cpus=self.num_cpus, include_dashboard=False,
+                        object_store_memory=OBJECT_STORE_BYTES, **quiet,
+                    )  # fmt: skip
         except Exception as exc:  # one line: what failed, what to do
             ray.shutdown()  # whatever it started
             raise RuntimeError(f"{where} ({one_line(exc)}); or run with --executor threads") from None

@@ -260,3 +260,48 @@ def test_any_executor_text_is_an_executor_or_one_argument_error(spec):
         assert "\n" not in str(exc)
     else:
         assert made is None or isinstance(made, RayExecutor)
+
+
+_DRIVER = """
+import os, signal, subprocess, sys, time
+from recreate.evaluation.ray_reaper import reaped_with_this_process
+quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "start_new_session": True}
+with reaped_with_this_process():  # like Ray's processes: one that lingers, one that starts more later
+    subprocess.Popen(["sh", "-c", "sleep 300 & echo $! > early; sleep 300"], **quiet)
+    subprocess.Popen(["sh", "-c", "sleep 0.5; sleep 300 & echo $! > late; wait"], **quiet)
+own = subprocess.Popen(["sleep", "300"], **quiet)  # started after: not Ray's
+while not os.path.exists("late"):
+    time.sleep(0.05)
+print(own.pid, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="Linux /proc")
+def test_what_ray_started_dies_with_a_driver_killed_by_sigkill(tmp_path):
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    done = subprocess.run([sys.executable, "-c", _DRIVER], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    own = int(done.stdout)
+    strays = [int((tmp_path / name).read_text()) for name in ("early", "late")]
+    deadline = time.monotonic() + 10
+    while any(map(_alive, strays)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    try:
+        assert not [pid for pid in strays if _alive(pid)], "processes started for Ray outlived the driver"
+        assert _alive(own), "a process the driver started outside Ray was killed"
+    finally:
+        for pid in [own, *strays]:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
