@@ -19,7 +19,8 @@ session's uid/gid and serves commands on the socket it was given.
               exited, or "!<error>\n" if it could not start; then closes both. (The pid has a pipe of
               its own so that the host, waiting on the status pipe, need not wake up for it.)
 
-Commands get a new session (setsid) and default SIGPIPE/SIGXFSZ dispositions. Runners are not
+Commands get a new session (setsid), default SIGPIPE/SIGXFSZ dispositions and no descriptor but
+their stdin/stdout/stderr (what a request carries is received close-on-exec). Runners are not
 dumpable (commands of the same uid cannot read their memory or descriptors); each dies with the
 zygote, and the zygote with the thread that started it.
 """
