@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from recreate.experience.schema import Trajectory
 
 THREADS = "threads"
+LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": a local Ray binds 127.0.0.1 (Linux too)
 RETRIES = 2  # runs again of an attempt whose worker died, before it is recorded as a machine error
 OBJECT_STORE_BYTES = 128 * 1024**2  # the local cluster's: trajectories are small
 
@@ -108,12 +109,14 @@ class RayExecutor:
             if self.address
             else "the local Ray did not start"
         )
-        if not self.address and ray._private.ray_constants.ENABLE_RAY_CLUSTER:  # imported too early
-            logging.getLogger(__name__).warning("the local Ray listens on this machine's address too")
         try:
             if self.address:
                 ray.init(address=self.address, **quiet)
             else:
+                # loopback only, whatever this environment said or when ray was imported: read by the
+                # driver (the address it gives the node) and by the processes it starts (what they bind)
+                os.environ[LOOPBACK_ONLY] = "0"
+                ray._private.ray_constants.ENABLE_RAY_CLUSTER = False
                 with reaped_with_this_process():  # some of them outlive a SIGKILL of this process
                     ray.init(
                         address="local", num_cpus=self.num_cpus, include_dashboard=False,
@@ -198,8 +201,8 @@ def runner_key(rollouts: Rollouts) -> str:
 
 def _import_ray() -> Any:
     # on Linux Ray gives a local cluster the machine's address (listening on every interface); this
-    # switch, read when ray is imported, keeps a local one on 127.0.0.1 (a cluster's nodes set their own)
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    # switch keeps a local one on 127.0.0.1 (a cluster's nodes set their own; see `_init`)
+    os.environ[LOOPBACK_ONLY] = "0"
     import ray
 
     return ray

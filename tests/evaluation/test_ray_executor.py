@@ -40,12 +40,38 @@ def cluster() -> Iterator[RayExecutor]:
     """A local Ray with 2 worker slots, its workers holding a fake API key in their environment."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("OPENAI_API_KEY", FAKE_KEY)
+        patch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "1")  # asks Ray to listen on every interface
         executor = RayExecutor(num_cpus=2)
         executor.connect()
     import ray
 
     yield executor
     ray.shutdown()
+
+
+LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F", "00000000000000000000000001000000"}
+
+
+def _listening_addresses() -> set[str]:
+    """The local addresses (as /proc/net writes them) of the TCP sockets this process and those below it
+    listen on."""
+    from recreate.evaluation.ray_reaper import descendants
+
+    inodes = set()
+    for pid in [str(os.getpid()), *descendants()]:
+        try:
+            links = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
+        except OSError:
+            continue  # gone
+        inodes |= {link[8:-1] for link in links if link.startswith("socket:[")}
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            fields = row.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # LISTEN
+                found.add(fields[1].split(":")[0])
+    assert found, "no listening socket found: the check sees nothing"
+    return found
 
 
 def _run(executor, domain, url: str, tmp_path: Path, name: str, **options) -> tuple[list, Rollouts]:
@@ -67,7 +93,8 @@ def test_ray_gives_the_scores_of_threads_and_the_driver_keeps_the_records(
 ):
     import ray
 
-    assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")  # loopback only
+    assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
+    assert _listening_addresses() <= LOOPBACK  # every socket the cluster's processes listen on
     data = write_tasks(tmp_path / "tasks.jsonl", 2)
     domain = get_domain("jsonl", data=data, evaluator=EVALUATOR, evaluator_dir=EXAMPLE)
     openai_server.responder = solver(wrong={"add_1"})
