@@ -23,6 +23,7 @@ import hashlib
 import importlib.util
 import logging
 import os
+import socket
 import threading
 import uuid
 from collections import OrderedDict
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 THREADS = "threads"
 LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": a local Ray binds 127.0.0.1 (Linux too)
 RETRIES = 2  # runs again of an attempt whose worker died, before it is recorded as a machine error
+CONNECT_TIMEOUT_S = 5.0  # to reach a cluster's client port
 OBJECT_STORE_BYTES = 128 * 1024**2  # the local cluster's: trajectories are small
 
 
@@ -61,7 +63,24 @@ def make_executor(spec: str | Executor | None, *, concurrency: int = 4) -> Execu
             "{executor}: Ray is not installed here; `pip install 'recreate[ray]'`",
             executor=Arg("executor", repr(spec), spec),
         )
+    if address is not None:
+        _answers(address)
     return RayExecutor(address, num_cpus=max(2, concurrency))
+
+
+def _answers(address: str) -> None:
+    """Raises, in one line and at most `CONNECT_TIMEOUT_S`, when nothing listens at `address` (Ray's
+    client would try for ~30 s before saying so)."""
+    parts = urlsplit(address)
+    try:
+        socket.create_connection((parts.hostname, parts.port), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise ArgumentError(
+            f"{{executor}}: nothing answers at {parts.hostname}:{parts.port} ({one_line(exc)}); start the "
+            "cluster's head there (`ray start --head` serves clients on 10001) or fix the address, "
+            "or run with --executor threads",
+            executor=Arg("executor", repr(address), address),
+        ) from None
 
 
 def _ray_address(spec: str) -> str:
@@ -86,6 +105,7 @@ class RayExecutor:
         self.address, self.num_cpus, self.retries = address, num_cpus, retries
         self._remote: Any = None
         self._meter: Any = None
+        self._failed: str | None = None  # why joining (or starting) Ray failed
         self._lock, self._settling = threading.Lock(), threading.Lock()
         self._ledgers: WeakKeyDictionary[UsageLedger, str] = WeakKeyDictionary()  # each one's name
         # each runner's recipe, put in the object store once: a worker fetches it only to build the runner
@@ -94,10 +114,16 @@ class RayExecutor:
     def connect(self) -> Any:
         """The remote attempt function, after joining the cluster (or starting a local one)."""
         with self._lock:
+            if self._failed is not None:  # each waiting thread would try again (~30 s each)
+                raise RuntimeError(self._failed)
             if self._remote is None:
                 ray = _import_ray()
                 if not ray.is_initialized():
-                    self._init(ray)
+                    try:
+                        self._init(ray)
+                    except RuntimeError as exc:
+                        self._failed = str(exc)
+                        raise
                 self._remote = ray.remote(num_cpus=1, max_retries=self.retries)(attempt)
                 self._meter = ray.remote(num_cpus=0)(Meter).remote()
             return self._remote

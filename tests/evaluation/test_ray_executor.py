@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -271,9 +272,11 @@ def test_a_bad_executor_is_one_line_naming_the_option(spec, monkeypatch, capsys,
 
 def test_executor_spellings(monkeypatch):
     assert make_executor(None) is None and make_executor("threads") is None
-    local, remote = make_executor("ray", concurrency=8), make_executor("ray://10.0.0.5:10001")
+    with socket.create_server(("127.0.0.1", 0)) as listening:  # a cluster's client port answers
+        address = f"ray://127.0.0.1:{listening.getsockname()[1]}"
+        local, remote = make_executor("ray", concurrency=8), make_executor(address)
     assert isinstance(local, RayExecutor) and local.address is None and local.num_cpus == 8
-    assert isinstance(remote, RayExecutor) and remote.address == "ray://10.0.0.5:10001"
+    assert isinstance(remote, RayExecutor) and remote.address == address
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ArgumentError, match=r"Ray is not installed here; `pip install 'recreate\[ray\]'`"):
         make_executor("ray")
@@ -332,3 +335,47 @@ def test_what_ray_started_dies_with_a_driver_killed_by_sigkill(tmp_path):
         for pid in [own, *strays]:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_cluster_nobody_answers_at_is_one_line_at_once(monkeypatch, capsys, recreate_home, tmp_path):
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        address = f"ray://127.0.0.1:{closed.getsockname()[1]}"
+    data = write_tasks(tmp_path / "tasks.jsonl", 1)
+    argv = ["recreate", "eval", "--scaffold", str(MINIMAL), "--domain", "jsonl", "--data", str(data),
+            "--executor", address]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", argv)
+    started = time.monotonic()
+    with pytest.raises(SystemExit) as done:
+        main()
+    err = capsys.readouterr().err
+    assert time.monotonic() - started < 10  # Ray's client alone tries for ~30 s
+    assert done.value.code == 2 and err.startswith(f"error: --executor {address}: nothing answers at")
+    assert err.count("\n") == 1 and "ray start --head" in err
+
+
+def test_a_failed_start_is_told_to_every_waiting_rollout_not_tried_again(monkeypatch):
+    import ray
+
+    executor, tries = RayExecutor("ray://127.0.0.1:1"), []
+
+    def fails(ray_module):
+        tries.append(1)
+        time.sleep(0.2)  # the others wait on the lock meanwhile
+        raise RuntimeError("cannot join the Ray cluster at ray://127.0.0.1:1 (ConnectionError)")
+
+    monkeypatch.setattr(executor, "_init", fails)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    errors: list[str] = []
+
+    def rollout() -> None:
+        try:
+            executor.connect()
+        except RuntimeError as exc:
+            errors.append(str(exc))
+
+    threads = [threading.Thread(target=rollout) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(tries) == 1 and len(errors) == 4 and len(set(errors)) == 1
