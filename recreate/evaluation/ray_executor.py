@@ -33,7 +33,7 @@ from weakref import WeakKeyDictionary
 
 from recreate.errors import Arg, ArgumentError
 from recreate.evaluation.machine import one_line
-from recreate.evaluation.ray_reaper import reaped_with_this_process
+from recreate.evaluation.ray_reaper import on_lasting_thread, reaped_with_this_process
 from recreate.evaluation.ray_worker import RUNNERS_PER_WORKER, Meter, Metered, Spend, attempt
 from recreate.models import UsageLedger, UsageRecord
 
@@ -119,8 +119,8 @@ class RayExecutor:
             if self._remote is None:
                 ray = _import_ray()
                 if not ray.is_initialized():
-                    try:
-                        self._init(ray)
+                    try:  # Ray's head processes die with the thread that started them
+                        on_lasting_thread(lambda: self._init(ray))
                     except RuntimeError as exc:
                         self._failed = str(exc)
                         raise

@@ -1,4 +1,8 @@
-"""The local Ray's processes end with the driver, however it ends.
+"""The local Ray's processes live as long as the driver, and end with it however it ends.
+
+Ray ties its head processes to the *thread* that started them (Linux's PR_SET_PDEATHSIG follows the
+thread), and rollouts connect from a pool thread that ends with its batch: `on_lasting_thread` starts
+them from a thread that lasts as long as this process.
 
 Ray ties its head processes (gcs_server, raylet, ...) to the driver that started them, but not all of
 what they start: after a SIGKILL of the driver, ray::DashboardAgent and ray::RuntimeEnvAgent stay (Ray
@@ -15,12 +19,18 @@ own shutdown, then kills every noted process still alive and every process carry
 from __future__ import annotations
 
 import os
+import queue
 import subprocess
 import sys
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 MARK = "RECREATE_RAY_NODE"
 GRACE_S = 1.0
@@ -51,6 +61,29 @@ for _ in range(5):
     time.sleep(0.2)
 """
 _WATCHERS: list[subprocess.Popen[bytes]] = []  # kept for the process's life: their pipes stay open
+_LASTING: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] | None = None
+_LASTING_LOCK = threading.Lock()
+
+
+def on_lasting_thread(fn: Callable[[], T]) -> T:
+    """`fn()`, run on a thread that lasts as long as this process (one for all calls)."""
+    global _LASTING
+    with _LASTING_LOCK:
+        if _LASTING is None:
+            _LASTING = queue.SimpleQueue()
+            threading.Thread(target=_serve, args=(_LASTING,), name="ray-owner", daemon=True).start()
+    done: Future[T] = Future()
+    _LASTING.put((fn, done))
+    return done.result()
+
+
+def _serve(jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]]) -> None:
+    while True:
+        fn, done = jobs.get()
+        try:
+            done.set_result(fn())
+        except BaseException as exc:  # the caller's to raise
+            done.set_exception(exc)
 
 
 def descendants() -> dict[str, str]:

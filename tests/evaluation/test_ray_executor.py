@@ -43,7 +43,9 @@ def cluster() -> Iterator[RayExecutor]:
         patch.setenv("OPENAI_API_KEY", FAKE_KEY)
         patch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "1")  # asks Ray to listen on every interface
         executor = RayExecutor(num_cpus=2)
-        executor.connect()
+        starter = threading.Thread(target=executor.connect)  # as a rollout's pool thread, gone after
+        starter.start()
+        starter.join()
     import ray
 
     yield executor
