@@ -38,8 +38,9 @@ def test_evolve_without_bubblewrap_is_refused_in_one_line_before_any_model_call(
     env = clean_env(PATH=path_without_bwrap(recreate_home.parent / "bin"))
     began = time.monotonic()
     args = evolve_args(recreate_home, openai_server.url)
-    res = subprocess.run(args, capture_output=True, text=True, env=env, timeout=60)
-    assert time.monotonic() - began < 30
+    res = subprocess.run(args, capture_output=True, text=True, env=env, timeout=240)
+    # refused at start-up (no model call, no retries): the bound only allows for a busy machine's imports
+    assert time.monotonic() - began < 120
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     line = res.stderr.strip()
     assert line.startswith("error: sandbox bwrap:") and "\n" not in line
@@ -53,7 +54,7 @@ def test_eval_without_bubblewrap_is_refused_too(recreate_home, openai_server, tm
             "--domain", "jsonl", "--data", str(WORDS / "tasks.jsonl"), "--evaluator", EVALUATOR,
             "--model", f"scripted@{openai_server.url}", "--no-progress"]  # fmt: skip
     res = subprocess.run(
-        args, capture_output=True, text=True, env=env, timeout=60, cwd=Path(__file__).parents[2]
+        args, capture_output=True, text=True, env=env, timeout=240, cwd=Path(__file__).parents[2]
     )
     assert res.returncode == 2 and "error: sandbox bwrap:" in res.stderr and "bubblewrap" in res.stderr
     assert not openai_server.requests

@@ -94,9 +94,10 @@ def test_memory_limit_holds_for_the_whole_session(open_isolated) -> None:
     if isinstance(session, HostSession) and session.cgroup is None:
         pytest.skip(f"no session cgroup here: {memory_limit_support().detail}")
     # five processes of 60 MB each, every one under the per-process limit, 300 MB together
-    holders = "for i in 1 2 3 4 5; do (dd if=/dev/zero bs=60M count=1 2>/dev/null | sleep 4761) & done"
+    hold = f"sleep {4000 + os.getpid() % 5000}"  # this test's own (other test runs may share the machine)
+    holders = f"for i in 1 2 3 4 5; do (dd if=/dev/zero bs=60M count=1 2>/dev/null | {hold}) & done"
     session.run(f"{holders}; sleep 3", timeout=60)
-    assert len(_exactly("sleep 4761")) == 5  # the holders were all started
+    assert len(_exactly(hold)) == 5  # the holders were all started
     assert _resident_mb("dd if=/dev/zero bs=60M count=1") <= 200
     assert session.run("echo alive", timeout=30).stdout == "alive\n"
 

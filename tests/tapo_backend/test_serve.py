@@ -192,6 +192,7 @@ def _chat(server: VLLMServer, model: str) -> Any:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # a vLLM CPU start takes minutes on a busy machine
 def test_real_vllm_serves_a_merged_model(tmp_path: Path, vllm_python: str) -> None:
     """With vLLM installed in its own environment: the merged model answers chat completions."""
     _, adapter = _vllm_ready_model_and_adapter(tmp_path)
@@ -207,6 +208,7 @@ def test_real_vllm_serves_a_merged_model(tmp_path: Path, vllm_python: str) -> No
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # a vLLM CPU start takes minutes on a busy machine
 def test_real_vllm_serves_a_lora_adapter(tmp_path: Path, vllm_python: str) -> None:
     model, adapter = _vllm_ready_model_and_adapter(tmp_path)
     port = _free_port()
