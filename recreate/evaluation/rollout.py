@@ -292,7 +292,12 @@ class Rollouts:
                 bar.advance(tracker)
 
             futures = [pool.submit(one, i) for i in range(len(jobs))]
-            done, pending = wait(futures, return_when=FIRST_EXCEPTION)
+            try:
+                done, pending = wait(futures, return_when=FIRST_EXCEPTION)
+            except BaseException:  # Ctrl-C: no rollout starts; those running finish (and are kept)
+                for future in futures:
+                    future.cancel()
+                raise
             for future in pending:
                 future.cancel()
             for future in done:

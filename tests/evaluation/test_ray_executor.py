@@ -381,3 +381,29 @@ def test_a_failed_start_is_told_to_every_waiting_rollout_not_tried_again(monkeyp
     for thread in threads:
         thread.join()
     assert len(tries) == 1 and len(errors) == 4 and len(set(errors)) == 1
+
+
+@pytest.mark.bwrap
+@pytest.mark.parametrize("where", ["threads", pytest.param("ray", marks=needs_ray)])
+def test_ctrl_c_starts_no_more_rollouts_and_keeps_the_finished(where, request, openai_server, tmp_path):
+    executor = request.getfixturevalue("cluster") if where == "ray" else None
+    data = write_tasks(tmp_path / "tasks.jsonl", 6)
+    domain = get_domain("jsonl", data=data, evaluator=EVALUATOR, evaluator_dir=EXAMPLE)
+    openai_server.responder = solver(delay_s=0.2)
+    rollouts = Rollouts(
+        MINIMAL, domain, model=f"scripted@{openai_server.url}", sandbox="bwrap",
+        cache=RolloutCache(tmp_path / "cache"), trajectory_dir=tmp_path / "log", executor=executor,
+    )  # fmt: skip
+    pressed = threading.Event()
+
+    def ctrl_c(traj) -> None:  # once the first rollout is finished
+        if not pressed.is_set():
+            pressed.set()
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt):
+        rollouts.run_many(domain.tasks("all"), concurrency=1, progress=False, on_result=ctrl_c)
+    started = [r for r in openai_server.requests if len(r["messages"]) == 2]
+    assert len(started) <= 2  # the first, and one that started before Ctrl-C arrived; not all 6
+    kept = [t for t in domain.tasks("all") if rollouts.cached(t) is not None]
+    assert kept and all(rollouts.cached(t).evaluation.score == 1.0 for t in kept)
