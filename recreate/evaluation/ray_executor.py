@@ -24,6 +24,7 @@ import importlib.util
 import logging
 import os
 import socket
+import tempfile
 import threading
 import uuid
 from collections import OrderedDict
@@ -146,7 +147,7 @@ class RayExecutor:
                 with reaped_with_this_process():  # some of them outlive a SIGKILL of this process
                     ray.init(
                         address="local", num_cpus=self.num_cpus, include_dashboard=False,
-                        object_store_memory=OBJECT_STORE_BYTES, **quiet,
+                        object_store_memory=OBJECT_STORE_BYTES, _temp_dir=_private_dir(), **quiet,
                     )  # fmt: skip
         except Exception as exc:  # one line: what failed, what to do
             ray.shutdown()  # whatever it started
@@ -223,6 +224,13 @@ def runner_key(rollouts: Rollouts) -> str:
     rest = sorted((k, repr(v)) for k, v in rollouts.recipe.items() if k not in ("scaffold", "domain"))
     text = f"{rollouts.context_key}:{rollouts.scaffold_hash}:{rest}"
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _private_dir() -> str:
+    """Where the local Ray keeps its sockets and logs (errors and output of rollouts): in a new folder
+    only this user opens (Ray's default, /tmp/ray, is open to every user of the machine, and Ray opens
+    the folder it is given to all: hence one level down)."""
+    return os.path.join(tempfile.mkdtemp(prefix="recreate-ray-"), "ray")
 
 
 def _import_ray() -> Any:

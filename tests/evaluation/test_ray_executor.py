@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -120,6 +121,8 @@ def test_ray_gives_the_scores_of_threads_and_the_driver_keeps_the_records(
     assert _scores(again) == _scores(threads) and len(openai_server.requests) == calls  # cache: no run
 
     logs = Path(ray._private.worker._global_node.get_session_dir_path())
+    below_tmp = [p for p in logs.parents if Path(tempfile.gettempdir()) in p.parents]
+    assert any(p.stat().st_mode & 0o077 == 0 for p in below_tmp)  # Ray's files: this user's alone
     leaked = [p for p in logs.rglob("*") if p.is_file() and FAKE_KEY.encode() in p.read_bytes()]
     assert not leaked, f"the API key is in Ray's files: {leaked}"
 
