@@ -16,6 +16,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from recreate.evaluation.errors import ERROR_KEY, REASON_KEY
+from recreate.evaluation.machine import one_line
 from recreate.models import Budget, UsageLedger, UsageRecord
 
 if TYPE_CHECKING:
@@ -89,6 +91,7 @@ class AttemptLedger(UsageLedger):
         """A new attempt (metered by nothing: the driver keeps no ledger); returns the try's id."""
         super().__init__(budget=metered and metered.budget, prices=metered and metered.prices)
         self.metered, self.tried = metered, uuid.uuid4().hex
+        self.broken: str | None = None  # why the meter could not be read: the attempt is no score
         return self.tried
 
     def record(self, rec: UsageRecord) -> None:
@@ -100,7 +103,12 @@ class AttemptLedger(UsageLedger):
         if self.budget is not None and (m := self.metered) is not None:
             import ray
 
-            self.budget.check(Spend(ray.get(m.meter.spent.remote(m.ledger))))  # type: ignore[arg-type]
+            try:
+                spent = ray.get(m.meter.spent.remote(m.ledger))
+            except ray.exceptions.RayError as exc:
+                self.broken = f"the run's budget meter could not be read: {one_line(exc)}"
+                raise
+            self.budget.check(Spend(spent))  # type: ignore[arg-type]
 
 
 _RUNNERS: OrderedDict[str, Rollouts] = OrderedDict()
@@ -129,4 +137,7 @@ def attempt(
         assert isinstance(ledger, AttemptLedger)
         tried = ledger.begin(metered)
         traj = runner.attempt(task, seed)
+        if ledger.broken:  # the agent stopped at a model call for Ray's failure, not the scaffold's
+            traj.evaluation = None
+            traj.metadata |= {ERROR_KEY: "machine", REASON_KEY: ledger.broken}
         return traj, ledger.records(), tried

@@ -410,3 +410,25 @@ def test_ctrl_c_starts_no_more_rollouts_and_keeps_the_finished(where, request, o
     assert len(started) <= 2  # the first, and one that started before Ctrl-C arrived; not all 6
     kept = [t for t in domain.tasks("all") if rollouts.cached(t) is not None]
     assert kept and all(rollouts.cached(t).evaluation.score == 1.0 for t in kept)
+
+
+@needs_ray
+@pytest.mark.bwrap
+def test_a_meter_that_cannot_be_read_makes_an_error_never_a_score(cluster, openai_server, tmp_path):
+    import ray
+
+    from recreate.evaluation.ray_executor import runner_key
+    from recreate.evaluation.ray_worker import Meter, Metered
+
+    data = write_tasks(tmp_path / "tasks.jsonl", 1)
+    domain = get_domain("jsonl", data=data, evaluator=EVALUATOR, evaluator_dir=EXAMPLE)
+    openai_server.responder = solver()
+    rollouts = Rollouts(MINIMAL, domain, model=f"scripted@{openai_server.url}", sandbox="bwrap", cache=False)
+    gone = ray.remote(num_cpus=0)(Meter).remote()
+    ray.kill(gone)  # the worker's view of the budget fails (its node cut off from the driver's)
+    metered = Metered(gone, "ledger", "attempt", Budget(max_calls=100), {})
+    remote = cluster.connect()
+    recipe = ray.put(rollouts.recipe)
+    traj, _, _ = ray.get(remote.remote([recipe], runner_key(rollouts), domain.tasks("all")[0], 0, metered))
+    assert traj.evaluation is None and traj.metadata["rollout_error"] == "machine"
+    assert "budget meter could not be read" in traj.metadata["rollout_error_reason"]
