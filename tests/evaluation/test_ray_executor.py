@@ -86,6 +86,11 @@ def _run(executor, domain, url: str, tmp_path: Path, name: str, **options) -> tu
     return rollouts.run_many(domain.tasks("all"), seeds=(0, 1), concurrency=2, progress=False), rollouts
 
 
+def _sampled(requests) -> list[tuple[str, int, int]]:
+    """What each model call asked for: the task, the conversation's length, the sampling seed."""
+    return sorted((r["messages"][1]["content"], len(r["messages"]), r.get("seed")) for r in requests)
+
+
 def _scores(trajectories) -> dict[tuple[str, int], float]:
     return {(t.task_id, t.seed): t.evaluation.score for t in trajectories}
 
@@ -103,11 +108,13 @@ def test_ray_gives_the_scores_of_threads_and_the_driver_keeps_the_records(
     domain = get_domain("jsonl", data=data, evaluator=EVALUATOR, evaluator_dir=EXAMPLE)
     openai_server.responder = solver(wrong={"add_1"})
     threads, _ = _run(None, domain, openai_server.url, tmp_path, "threads", ledger=UsageLedger())
+    by_threads = _sampled(openai_server.requests)
     store = ExperienceStore(tmp_path / "experience", index=False)
     ledger = UsageLedger(tmp_path / "ledger.jsonl")
     on_ray, rollouts = _run(cluster, domain, openai_server.url, tmp_path, "ray", store=store, ledger=ledger)
 
     assert _scores(on_ray) == _scores(threads) and len(on_ray) == 4
+    assert _sampled(openai_server.requests[len(by_threads) :]) == by_threads  # the same seeds asked for
     assert _scores(on_ray)[("add-1", 0)] == 0.0 and _scores(on_ray)[("add-0", 1)] == 1.0
     for traj in on_ray:  # the driver cached, logged and stored what the workers returned
         assert rollouts.cached(domain.tasks("all")[int(traj.task_id[-1])], traj.seed) is not None
@@ -119,6 +126,8 @@ def test_ray_gives_the_scores_of_threads_and_the_driver_keeps_the_records(
     calls = len(openai_server.requests)
     again, _ = _run(cluster, domain, openai_server.url, tmp_path, "ray")
     assert _scores(again) == _scores(threads) and len(openai_server.requests) == calls  # cache: no run
+    threads_again, _ = _run(None, domain, openai_server.url, tmp_path, "ray")  # the same cache keys
+    assert _scores(threads_again) == _scores(threads) and len(openai_server.requests) == calls
 
     logs = Path(ray._private.worker._global_node.get_session_dir_path())
     below_tmp = [p for p in logs.parents if Path(tempfile.gettempdir()) in p.parents]
