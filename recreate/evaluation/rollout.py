@@ -228,7 +228,7 @@ class Rollouts:
         return traj, f"the {sandbox.name} sandbox failed: {broken}" if broken else None
 
     def _failed(self, state: dict[str, Any], task: Task, exc: Exception) -> Trajectory:
-        log.warning("rollout of %s failed before the agent could finish: %s", task.id, exc)
+        log.warning("rollout of %s failed before the agent could finish: %s", task.id, one_line(exc))
         error = redact(f"{type(exc).__name__}: {exc}")
         return self.agent.trajectory({**state, "exit_status": "error", "error": error, "messages": []})
 
@@ -258,7 +258,7 @@ class Rollouts:
         try:
             verdict = self.domain.evaluate(task, submission, sandbox)
         except Exception as exc:
-            log.warning("evaluation of %s crashed: %s", task.id, exc)
+            log.warning("evaluation of %s crashed: %s", task.id, one_line(exc))
             return None, one_line(exc)
         error = None if verdict.passed else verdict.details.get("error")
         return verdict, str(error) if error else None

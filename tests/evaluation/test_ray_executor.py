@@ -441,3 +441,24 @@ def test_a_meter_that_cannot_be_read_makes_an_error_never_a_score(cluster, opena
     traj, _, _ = ray.get(remote.remote([recipe], runner_key(rollouts), domain.tasks("all")[0], 0, metered))
     assert traj.evaluation is None and traj.metadata["rollout_error"] == "machine"
     assert "budget meter could not be read" in traj.metadata["rollout_error_reason"]
+
+
+def test_no_key_in_what_a_failed_rollout_logs(openai_server, caplog, tmp_path):
+    """Ray keeps a worker's log on disk: what a rollout logs about an error shows no secret in it."""
+
+    class Leaky:  # a sandbox whose open fails with a key in its error (a URL, a header dump)
+        name = "leaky"
+
+        def open(self, spec=None):
+            raise RuntimeError(f"cannot reach https://api.example/v1?api_key={FAKE_KEY}")
+
+        def available(self):
+            return True, ""
+
+    data = write_tasks(tmp_path / "tasks.jsonl", 1)
+    domain = get_domain("jsonl", data=data, evaluator=EVALUATOR, evaluator_dir=EXAMPLE)
+    model = f"scripted@{openai_server.url}"
+    rollouts = Rollouts(MINIMAL, domain, model=model, sandbox=Leaky(), cache=False)
+    with caplog.at_level("WARNING"):
+        rollouts.run(domain.tasks("all")[0])
+    assert "failed before the agent could finish" in caplog.text and FAKE_KEY not in caplog.text
