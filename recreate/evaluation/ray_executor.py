@@ -6,7 +6,8 @@ attempt, and alone writes the rollout cache, the run's trajectories, the experie
 A Ray task runs one attempt (`Rollouts.attempt`: the agent in a fresh sandbox on the worker's node, then
 the evaluation in another) and returns the trajectory with the usage of its model calls, which the
 driver adds to the run's ledger. Before each model call a worker checks the run's whole spend, kept by
-a meter on the driver's node (`ray_worker`), so the budget is one budget as with threads.
+a meter actor (`ray_worker`), so the budget is one budget as with threads. A worker that cannot read
+the meter stops at its next model call and the attempt is a machine error, never a score.
 A worker that dies (killed, out of memory, its node gone) is run again by Ray up to `RETRIES` times; past
 that the attempt is a machine error: stored for the record, never a score, never cached, run again on
 resume. The model calls of a try whose worker died are still in the ledger (the meter kept them).

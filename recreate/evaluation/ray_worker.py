@@ -1,7 +1,7 @@
 """The Ray side of `ray_executor`: the task that runs one attempt in a worker, and the meter that keeps
 the run's budget one budget across workers.
 
-The meter (a Ray actor, one per executor, on the driver's node) holds, per ledger of the driver, the
+The meter (a Ray actor, one per executor, on a node Ray picks) holds, per ledger of the driver, the
 driver's totals as of the last attempt it settled, and the usage of every attempt in flight, by try.
 A worker records each model call there as it makes it and checks the budget against the run's whole
 spend before each call: the overshoot is what calls in flight at that moment spend, as with threads.
