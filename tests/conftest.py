@@ -22,25 +22,34 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 FAKE_KEY = "sk-test-SECRET-0123456789abcdefghij"
 
 
-# Session fixtures that cost minutes or gigabytes: under pytest-xdist (scripts/test.sh runs
-# `--dist loadgroup`) every file that uses one runs on the same worker, so the suite makes each once.
-SHARED_BY_FILES = {"main_job_run": "main-job", "vllm_python": "vllm", "docker_host": "docker"}
+# Session fixtures that cost minutes or gigabytes, and the files that use them: under pytest-xdist
+# (`RECREATE_TEST_WORKERS=N bash scripts/test.sh`) each group runs on one worker, so the suite makes
+# each fixture once; every other file is a group of its own (its module fixtures are made once).
+# tests/test_suite_groups.py checks that every user of such a fixture is listed here.
+SHARED_FIXTURES = {"main_job_run": "main-job", "vllm_python": "vllm", "docker_host": "docker"}
+FILE_GROUPS = {
+    "tests/finetune/test_evolve_step.py": "main-job",
+    "tests/ui/test_real_home.py": "main-job",
+    "tests/local/test_vllm.py": "vllm",
+    "tests/tapo_backend/test_serve.py": "vllm",
+    "tests/sandbox/test_docker.py": "docker",
+    "tests/sandbox/test_hostile.py": "docker",
+    "tests/domains/repo/test_repo_docker.py": "docker",
+}
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the test ids
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """One xdist group per test file (its module fixtures are made once), or the group of the costly
-    session fixture a file uses (see SHARED_BY_FILES)."""
-    groups: dict[str, str] = {}
-    for item in items:
-        file = item.nodeid.split("::")[0]
-        shared = sorted(SHARED_BY_FILES[f] for f in getattr(item, "fixturenames", ()) if f in SHARED_BY_FILES)
-        if shared:
-            groups[file] = shared[0]
-        groups.setdefault(file, file)
-    for item in items:
-        if not any(item.iter_markers("xdist_group")):
-            item.add_marker(pytest.mark.xdist_group(groups[item.nodeid.split("::")[0]]))
+@pytest.hookimpl(optionalhook=True)  # xdist may be absent (`-p no:xdist`)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Whole files (or FILE_GROUPS) per worker. (xdist's `--dist loadgroup` reads marks through the test
+    ids, which pytest 9 no longer lets a plugin change, so the grouping is done here.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::")[0]
+            return FILE_GROUPS.get(file, file)
+
+    return ByFile(config, log)
 
 
 def _recording(opened: list[Any], make: Callable[..., Any]) -> Callable[..., Any]:
