@@ -9,6 +9,7 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLI
 # the embedded model's HF conversion, made once for every worker (and kept for the next run)
 export RECREATE_TEST_MODELS=${RECREATE_TEST_MODELS:-$PWD/.recreate/test-models}
 workers=${RECREATE_TEST_WORKERS:-3}
+df -h . "${TMPDIR:-/tmp}" | sed 's/^/disk: /'  # a full disk fails tests far from its cause
 parallel=()
 [ "$workers" = 0 ] || parallel=(-n "$workers" --dist loadscope)
 exec .venv/bin/python -m pytest -q -ra --durations=25 "${parallel[@]}" "$@"
