@@ -7,17 +7,23 @@ ceil(N / C) * 7 * L. Everything else is real: HTTP to a local OpenAI-compatible 
 process, like any real endpoint: in ours its threads would take turns with ours on the GIL), bubblewrap
 sandboxes for the agent and the evaluator, the experience store and the scaffold store.
 
+`--breakdown` times the parts of the serial phase (one task at a time, so every part is on the critical
+path): model calls, sandbox opens, commands, evaluations and the rest, per task.
+
 `--executor ray` runs the same phase a second time with each rollout a Ray task on a local Ray (started
 before either phase; its workers warm up on the round's v0 validation, as they do in any run) and prints
 the two side by side with their ratio.
 
     .venv/bin/python benchmarks/evolve_throughput.py [--tasks 32] [--concurrency 8] [--latency 0.5]
-        [--executor threads|ray]
+        [--executor threads|ray] [--breakdown]
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
+import functools
 import json
 import multiprocessing
 import multiprocessing.queues
@@ -29,6 +35,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -83,8 +90,9 @@ def make_domain(root: Path, n_train: int) -> tuple[object, list, list]:
 
 def run_phase(
     n_tasks: int, concurrency: int, latency: float, executor: object = None
-) -> tuple[float, list[float]]:
-    """(rollout+reflection phase wall time, per-task wall times) of one evolve round."""
+) -> tuple[float, list[float], tuple[float, float]]:
+    """(rollout+reflection phase wall time, per-task wall times, the phase's (start, end) in epoch
+    seconds) of one evolve round."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         root.chmod(0o755)  # the evaluator folder is bound into the sandbox, whose user must reach it
@@ -110,8 +118,64 @@ def run_phase(
             feedback = [opt.experience.get(e.id).evaluation.feedback for e in opt.experience.list()]
     broken = [f for f in feedback if "evaluation sandbox failed" in f]
     assert not broken, f"{len(broken)} evaluations did not run: {broken[0]}"  # a fast failure is no figure
-    phase = max(r["finished"] for r in results) - min(r["started"] for r in results)
-    return phase, sorted(r["finished"] - r["started"] for r in results)
+    window = min(r["started"] for r in results), max(r["finished"] for r in results)
+    return window[1] - window[0], sorted(r["finished"] - r["started"] for r in results), window
+
+
+@contextmanager
+def timed_parts() -> Iterator[dict[str, list[tuple[float, float]]]]:
+    """(start in epoch seconds, duration) of the critical-path parts of what runs inside the block."""
+    import openai._base_client
+
+    from recreate.sandbox.bwrap import BwrapSandbox
+    from recreate.sandbox.host import HostSession
+
+    parts: dict[str, list[tuple[float, float]]] = collections.defaultdict(list)
+    wrapped = [
+        (openai._base_client.SyncAPIClient, "request", "model call"),
+        (BwrapSandbox, "open", "sandbox open"),
+        (HostSession, "run", "command"),
+        (HostSession, "put", "file copy"),
+        (ExperienceStore, "add", "experience write"),
+    ]
+    originals = [(owner, name, getattr(owner, name)) for owner, name, _ in wrapped]
+
+    def timing(fn: Any, label: str) -> Any:
+        @functools.wraps(fn)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            began, clock = time.time(), time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                parts[label].append((began, time.perf_counter() - clock))
+
+        return timed
+
+    for (owner, name, label), (_, _, fn) in zip(wrapped, originals, strict=True):
+        setattr(owner, name, timing(fn, label))
+    try:
+        yield parts
+    finally:
+        for owner, name, fn in originals:
+            setattr(owner, name, fn)
+
+
+def print_breakdown(
+    timed: dict[str, list[tuple[float, float]]], window: tuple[float, float], tasks: int, latency: float
+) -> None:
+    """Per task of a serial phase: each part's time, the model calls' time beyond the simulated
+    latency, and the rest."""
+    parts = {k: [d for start, d in v if window[0] <= start <= window[1]] for k, v in timed.items()}
+    parts = {k: v for k, v in parts.items() if v}
+    phase = window[1] - window[0]
+    print(f"where a task's {phase / tasks * 1000:.0f} ms go (serial, {tasks} tasks; per task, ms):")
+    calls = len(parts.get("model call", []))
+    for label, times in sorted(parts.items(), key=lambda item: -sum(item[1])):
+        print(f"  {label:<17} {sum(times) / tasks * 1000:7.1f}  ({len(times) / tasks:.1f} a task, p50 "
+              f"{statistics.median(times) * 1000:.1f} ms)")  # fmt: skip
+    beyond = sum(parts.get("model call", [])) - calls * latency
+    print(f"  {'of which beyond the simulated latency':<17}: {beyond / tasks * 1000:.1f}")
+    print(f"  {'rest (our code)':<17} {(phase - sum(sum(t) for t in parts.values())) / tasks * 1000:7.1f}")
 
 
 def main() -> None:
@@ -120,6 +184,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--latency", type=float, default=0.5)
     ap.add_argument("--executor", choices=["threads", "ray"], default="threads")
+    ap.add_argument("--breakdown", action="store_true", help="time the parts of the serial phase")
     args = ap.parse_args()
     on_ray = None
     if args.executor == "ray":
@@ -127,7 +192,8 @@ def main() -> None:
         on_ray = make_executor("ray", concurrency=args.concurrency)
         on_ray.connect()  # type: ignore[union-attr]
         print(f"local Ray started in {time.monotonic() - started:.1f} s (not in any phase)")
-    serial, serial_tasks = run_phase(max(4, args.tasks // args.concurrency), 1, args.latency)
+    with timed_parts() if args.breakdown else contextlib.nullcontext() as parts:
+        serial, serial_tasks, window = run_phase(max(4, args.tasks // args.concurrency), 1, args.latency)
     llm_ideal = 60 * args.concurrency / (CALLS_PER_TASK * args.latency)
     scaling_ideal = 60 * args.concurrency * len(serial_tasks) / serial
     print(f"tasks={args.tasks} concurrency={args.concurrency} latency={args.latency}s (bwrap sandboxes)")
@@ -136,9 +202,11 @@ def main() -> None:
         f"ideal B, {args.concurrency} x the measured serial rate ({serial / len(serial_tasks):.2f} s/task at "
         f"concurrency 1, sandboxes and evaluation included): {scaling_ideal:.1f} tasks/min"
     )
+    if parts is not None:
+        print_breakdown(parts, window, len(serial_tasks), args.latency)
     rates = {}
     for name, executor in [("threads", None)] + ([("ray", on_ray)] if on_ray is not None else []):
-        phase, per_task = run_phase(args.tasks, args.concurrency, args.latency, executor)
+        phase, per_task, _ = run_phase(args.tasks, args.concurrency, args.latency, executor)
         rates[name] = rate = 60 * args.tasks / phase
         p50 = statistics.median(per_task)
         print(

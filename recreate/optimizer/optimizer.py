@@ -278,6 +278,8 @@ class ReCreateOptimizer:
         finally:
             state = graph.get_state(cfg).values
             graph.checkpointer.conn.close()
+            if hasattr(self.sandbox, "close_spares"):  # the sessions it opened ahead of need
+                self.sandbox.close_spares()
             if self._own_experience:  # else its Chroma client stays for the life of the process
                 self.experience.close()  # (it reopens on next use)
         result = result_from_state(

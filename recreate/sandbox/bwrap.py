@@ -40,6 +40,7 @@ from recreate.sandbox.process import (
     wait_readable,
 )
 from recreate.sandbox.shell import sandbox_env
+from recreate.sandbox.spares import Spares
 
 INSIDE_ID = "65534"
 _MB = 1024 * 1024
@@ -231,8 +232,15 @@ class BwrapSandbox:
 
     def __init__(self, base_dir: str | None = None):
         self.base_dir = base_dir
+        self._spares = Spares(self._open_now)
 
     def open(self, spec: SandboxSpec | None = None) -> BwrapSession:
+        return self._spares.open(spec or SandboxSpec())  # type: ignore[return-value]
+
+    def close_spares(self) -> None:
+        self._spares.close()
+
+    def _open_now(self, spec: SandboxSpec | None) -> BwrapSession:
         if _missing_tools():
             raise SandboxError(f"the bwrap backend is unavailable: {self.available()[1]}")
         if self.base_dir is not None:

@@ -14,8 +14,6 @@ import io
 import logging
 import posixpath
 import shlex
-import socket
-import struct
 import tarfile
 import time
 import uuid
@@ -23,9 +21,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from recreate.sandbox.base import ClosingSession, Result, SandboxError, SandboxSpec
-from recreate.sandbox.docker_channel import PID_FILE, SERVER, CommandChannel
-from recreate.sandbox.process import CappedOutput, make_result, owner_alive, owner_label, wait_readable
+from recreate.sandbox.docker_channel import PID_FILE, SERVER, CommandChannel, raw_socket, read_frames
+from recreate.sandbox.process import CappedOutput, make_result, owner_alive, owner_label
 from recreate.sandbox.shell import MARKER, sandbox_env, shell_argv
+from recreate.sandbox.spares import Spares
 from recreate.sandbox.workspace import as_bytes, workspace_parts
 
 LABEL = "recreate.sandbox"
@@ -131,7 +130,7 @@ class DockerSession(ClosingSession):
         self.id = created["Id"]
         self._put_archive("/", _tar_dirs(spec.workdir))
         attached = self.api.attach_socket(self.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
-        self.channel = CommandChannel(_raw_socket(attached))
+        self.channel = CommandChannel(raw_socket(attached))
         self.api.start(self.id)
         # the engine mounts the workspace tmpfs as root's; a "." entry hands it to the sandbox user
         self._put_archive(spec.workdir, _tar_dirs("."))
@@ -182,13 +181,13 @@ class DockerSession(ClosingSession):
             stream = self.api.exec_start(exec_id, socket=True)
         except Exception as exc:  # API errors (docker.errors) or a lost connection (requests)
             raise SandboxError(f"the container of this session is not usable any more: {exc}") from exc
-        raw = _raw_socket(stream)
-        timed_out = not _read_frames(raw, {1: out, 2: err}, started + timeout)
+        raw = raw_socket(stream)
+        timed_out = not read_frames(raw, {1: out, 2: err}, started + timeout)
         if timed_out:
             self._kill_command(pid_file, marker)
             # Let the exec end on its own: an exec stream cut while running leaves Podman waiting ~5 s
             # on its exit file at the next kill/remove.
-            _read_frames(raw, {}, time.perf_counter() + _DRAIN_SECONDS)
+            read_frames(raw, {}, time.perf_counter() + _DRAIN_SECONDS)
         stream.close()
         if timed_out:
             return make_result(out, err, None, started, timed_out=True)
@@ -297,33 +296,6 @@ class DockerSession(ClosingSession):
         self.api.exec_start(exec_id)
 
 
-def _read_frames(raw: socket.socket, sinks: dict[int, CappedOutput], deadline: float) -> bool:
-    """Demultiplex the exec stream (8-byte headers: stream id, 3 zero bytes, big-endian length) into
-    `sinks` until it ends (True) or the deadline passes (False)."""
-    pending = b""
-    while True:
-        remaining = deadline - time.perf_counter()
-        if remaining <= 0:
-            return False
-        if not wait_readable(raw, remaining):
-            return False
-        chunk = raw.recv(65536)
-        if not chunk:
-            return True
-        pending += chunk
-        while len(pending) >= 8:
-            stream_id, length = struct.unpack(">BxxxL", pending[:8])
-            if len(pending) < 8 + length:
-                break
-            if stream_id in sinks:
-                sinks[stream_id].feed(pending[8 : 8 + length])
-            pending = pending[8 + length :]
-
-
-def _raw_socket(stream: Any) -> socket.socket:
-    return getattr(stream, "_sock", stream)
-
-
 def _tar_info(name: str, kind: bytes, mode: int) -> tarfile.TarInfo:
     info = tarfile.TarInfo(name)
     info.type, info.mode, info.uid, info.gid, info.mtime = kind, mode, INSIDE_ID, INSIDE_ID, int(time.time())
@@ -350,6 +322,7 @@ class DockerSandbox:
         self.base_url = base_url
         self._client: Any = None
         self._reaped = False
+        self._spares = Spares(self._open_now)
 
     def client(self) -> Any:
         if self._client is None:
@@ -368,6 +341,12 @@ class DockerSandbox:
         return self._client
 
     def open(self, spec: SandboxSpec | None = None) -> DockerSession:
+        return self._spares.open(spec or SandboxSpec())  # type: ignore[return-value]
+
+    def close_spares(self) -> None:
+        self._spares.close()
+
+    def _open_now(self, spec: SandboxSpec | None) -> DockerSession:
         spec = spec or SandboxSpec()
         image = spec.image or self.image
         if not image:

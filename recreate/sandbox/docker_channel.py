@@ -24,6 +24,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from recreate.sandbox.base import SandboxError
 from recreate.sandbox.process import CappedOutput, wait_readable
@@ -180,3 +181,30 @@ def _field(stream: _Marked) -> bytes | None:
 
 def _done(stdout: _Marked, stderr: _Marked) -> bool:
     return _field(stdout) is not None and stderr.after is not None
+
+
+def read_frames(raw: socket.socket, sinks: dict[int, CappedOutput], deadline: float) -> bool:
+    """Demultiplex the exec stream (8-byte headers: stream id, 3 zero bytes, big-endian length) into
+    `sinks` until it ends (True) or the deadline passes (False)."""
+    pending = b""
+    while True:
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            return False
+        if not wait_readable(raw, remaining):
+            return False
+        chunk = raw.recv(65536)
+        if not chunk:
+            return True
+        pending += chunk
+        while len(pending) >= 8:
+            stream_id, length = struct.unpack(">BxxxL", pending[:8])
+            if len(pending) < 8 + length:
+                break
+            if stream_id in sinks:
+                sinks[stream_id].feed(pending[8 : 8 + length])
+            pending = pending[8 + length :]
+
+
+def raw_socket(stream: Any) -> socket.socket:
+    return getattr(stream, "_sock", stream)

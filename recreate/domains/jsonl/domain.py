@@ -27,6 +27,7 @@ A callable evaluator must treat the submission as data and never execute it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
@@ -36,6 +37,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +64,7 @@ from recreate.sandbox.base import Sandbox, SandboxSpec
 EXPECTED_FIELDS = ("expected", "expected_answer", "answer", "reference")
 EVALUATOR_MOUNT = "/evaluator"
 MAX_EVALUATOR_COPY_MB = 64  # an evaluator folder holding the tasks files is copied without them
+STALE_COPY_S = 86400  # an evaluator copy no evaluation has used for a day is removed
 _CALLABLE = re.compile(r"(?:py:)?(?P<module>[\w.]+|[^\s:]+\.py):(?P<function>[A-Za-z_]\w*)")
 
 
@@ -121,7 +124,10 @@ def evaluator_folder(folder: Path, tasks_files: list[Path], private_dirs: tuple[
     cache = Path(tempfile.gettempdir()) / "recreate-evaluators"
     cache.mkdir(mode=0o755, exist_ok=True)
     target = cache / version
-    if not target.exists():
+    if target.exists():
+        os.utime(target)  # in use: `_prune` keeps it
+    else:
+        _prune(cache)
         staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=cache))
         shutil.copytree(folder, staging, dirs_exist_ok=True, ignore=hidden.ignore)
         for directory, _, names in os.walk(staging):
@@ -133,6 +139,16 @@ def evaluator_folder(folder: Path, tasks_files: list[Path], private_dirs: tuple[
         except OSError:  # another process made it first
             shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def _prune(cache: Path) -> None:
+    """Remove the copies no evaluation has used for `STALE_COPY_S` (each run copies its folders anew
+    when their files change; nothing else would ever remove them)."""
+    stale = time.time() - STALE_COPY_S
+    for entry in cache.iterdir():
+        with contextlib.suppress(OSError):
+            if entry.stat().st_mtime < stale:
+                shutil.rmtree(entry, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -227,7 +243,7 @@ class JsonlDomain(TaskFileDomain):
         spec = SandboxSpec(
             image=self.image,
             ro_binds=((str(mount), EVALUATOR_MOUNT),),
-            env={"RECREATE_TASK_ID": task.id, "RECREATE_EVALUATOR_DIR": EVALUATOR_MOUNT},
+            env={"RECREATE_EVALUATOR_DIR": EVALUATOR_MOUNT},  # one spec for every task: spares serve it
             cpu_seconds=int(self.timeout) + 30,
         )
         record = {"id": task.id, "task": task.prompt, "expected": task.reference, "metadata": task.metadata}
@@ -235,7 +251,7 @@ class JsonlDomain(TaskFileDomain):
             with fresh_session(sandbox, spec) as session:
                 session.put("submission.txt", submission)
                 session.put("task.json", json.dumps(record))
-                result = session.run(self.command, timeout=self.timeout)
+                result = session.run(self.command, timeout=self.timeout, env={"RECREATE_TASK_ID": task.id})
         except Exception as exc:  # evaluate() never raises: a broken sandbox scores 0 with the reason
             hint = unreadable_hint(self.evaluator_dir, "move the evaluator folder somewhere others can read")
             return zero(f"the evaluation sandbox failed: {exc}{hint}")

@@ -256,3 +256,29 @@ def test_forgeries_score_zero_with_the_example_evaluator(example_domain, bwrap, 
     assert example_domain.evaluate(task, task.reference, bwrap).passed
     evaluation = example_domain.evaluate(task, EXAMPLE_FORGERIES[name], bwrap)
     assert evaluation.score == 0.0, evaluation.feedback
+
+
+def test_evaluator_copies_unused_for_a_day_are_removed_and_used_ones_kept(tasks_file, bwrap):
+    import os
+    import time
+
+    from recreate.domains.jsonl.domain import STALE_COPY_S, evaluator_folder
+
+    body = 'import json, os\nprint(json.dumps({"score": 1, "feedback": os.environ["RECREATE_TASK_ID"]}))'
+    command = _evaluator(tasks_file, body)
+    domain = get_domain("jsonl", data=tasks_file, evaluator=command, evaluator_dir=tasks_file.parent)
+    first = evaluator_folder(tasks_file.parent, [tasks_file])
+    assert not (first / tasks_file.name).exists()  # the copy leaves the answers out
+    old = time.time() - STALE_COPY_S - 60
+    os.utime(first, (old, old))
+    assert evaluator_folder(tasks_file.parent, [tasks_file]) == first  # used again: kept, and fresh
+    assert first.stat().st_mtime > old + 60
+    stale = first.parent / "0000stale-copy"
+    stale.mkdir(exist_ok=True)
+    os.utime(stale, (old, old))
+    (tasks_file.parent / "judge.py").write_text((tasks_file.parent / "judge.py").read_text() + "\n")
+    second = evaluator_folder(tasks_file.parent, [tasks_file])  # the folder changed: a new copy ...
+    assert second != first and second.is_dir() and first.is_dir()
+    assert not stale.exists()  # ... and the copies unused for a day are gone
+    task = domain.tasks()[1]
+    assert domain.evaluate(task, "anything", bwrap).feedback == task.id  # the task's id, at run time
