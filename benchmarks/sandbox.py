@@ -28,6 +28,7 @@ from rich.table import Table
 
 from recreate.sandbox import SandboxSpec, get_sandbox
 from recreate.sandbox.bwrap import bwrap_argv
+from recreate.sandbox.spares import ASKS_BEFORE_SPARES
 
 REPO = Path(__file__).resolve().parents[1]
 SERVICE = REPO / "scripts" / "podman_service.sh"
@@ -79,7 +80,7 @@ def session_rows(backend: str, runs: int, options: dict[str, str]) -> list[tuple
 def spare_opens_ms(sandbox: Any, runs: int) -> list[float]:
     """An open of a spec asked for before, its spare opened while the caller did something else."""
     spec, samples = SandboxSpec(), []
-    for _ in range(2):
+    for _ in range(ASKS_BEFORE_SPARES):
         sandbox.open(spec).close()
     for _ in range(runs):
         time.sleep(0.3)  # the caller's model call, during which the spare opens

@@ -2,10 +2,12 @@
 for, and opens the next spare in the background.
 
 An evolve run opens a few sessions per task, each with one of a handful of specs (the agent's, the
-evaluator's, the meta-agent's), and each open is on the task's critical path (~30 ms for bwrap on an idle
-machine, several times that under load; ~0.3 s for a container). A spare is made for a spec from its
-second open on (a spec opened once, such as a one-off probe, costs nothing extra), one at a time per spec,
-for at most `MAX_SPECS` specs (the least recently asked-for spec's spare is closed). A spare is as fresh as
+evaluator's, the meta-agent's), and each open is on the task's critical path (~15 ms for bwrap on an idle
+machine, several times that under load; ~0.2 s for a container). A spare is made for a spec from its
+`ASKS_BEFORE_SPARES`-th open on, one at a time per spec, for at most `MAX_SPECS` specs (the least
+recently asked-for spec's spare is closed). A spec opened a few times only (a probe; a repository task's
+own image, run with two seeds) gets none, so no container is started for nothing; the specs an evolve
+run opens for every task get one each from their third task on. A spare is as fresh as
 any session: nothing runs in it before it is handed out. A spare that failed to open is not an error: the
 caller opens one itself, and that open's error is the caller's.
 """
@@ -22,6 +24,7 @@ from recreate.sandbox.background import close_when_opened, open_soon
 from recreate.sandbox.base import SandboxSpec, Session
 
 MAX_SPECS = 8
+ASKS_BEFORE_SPARES = 3
 _OPEN_WAIT_S = 120.0
 
 
@@ -39,7 +42,7 @@ class Spares:
         with self._lock:
             spare = self._ready.pop(key, None)
             self._asked[key] = self._asked.pop(key, 0) + 1
-            if self._asked[key] >= 2:
+            if self._asked[key] >= ASKS_BEFORE_SPARES:
                 self._ready[key] = open_soon(self._open, spec)
             evicted = self._evict()
         for future in evicted:

@@ -11,6 +11,7 @@ import pytest
 from recreate.sandbox import SandboxError, SandboxSpec, get_sandbox
 from recreate.sandbox.docker import LABEL, OWNER_LABEL, reap_orphans
 from recreate.sandbox.process import owner_label
+from recreate.sandbox.spares import ASKS_BEFORE_SPARES
 
 
 @pytest.fixture
@@ -152,7 +153,7 @@ def test_falls_back_to_one_engine_exec_per_command(sandbox) -> None:
 
 def test_a_spare_container_serves_a_spec_asked_for_again_and_is_removed_with_the_spares(sandbox) -> None:
     spec = SandboxSpec(labels={"recreate.run": "spares"})
-    for _ in range(2):
+    for _ in range(ASKS_BEFORE_SPARES):
         sandbox.open(spec).close()
     spare = sandbox._spares._ready[repr(spec)].result(timeout=120)
     session = sandbox.open(spec)
