@@ -16,6 +16,11 @@ Workers build the agent from the runner's inputs (scaffold, domain, model spec, 
 and read their settings and API keys from their own environment: the local cluster's workers inherit the
 driver's; a cluster's nodes need them set where `ray start` runs. No key travels in a task's arguments or
 a runtime_env, so none lands in Ray's logs.
+
+A cluster whose head runs with token authentication (`ray start` turns it on with RAY_AUTH_MODE=token,
+or by itself when it finds a token: RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token) admits a
+driver that runs with RAY_AUTH_MODE=token and has the cluster's token in one of those places; Ray never
+turns token mode on by itself for a driver given an address. `make_executor` says so at once.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ if TYPE_CHECKING:
 
 THREADS = "threads"
 LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": a local Ray binds 127.0.0.1 (Linux too)
+AUTH_MODE = "RAY_AUTH_MODE"  # "token": this driver sends Ray's auth token (a cluster's client port may ask)
 RETRIES = 2  # runs again of an attempt whose worker died, before it is recorded as a machine error
 CONNECT_TIMEOUT_S = 5.0  # to reach a cluster's client port
 OBJECT_STORE_BYTES = 128 * 1024**2  # the local cluster's: trajectories are small
@@ -67,6 +73,7 @@ def make_executor(spec: str | Executor | None, *, concurrency: int = 4) -> Execu
         )
     if address is not None:
         _answers(address)
+        _admits(address)
     return RayExecutor(address, num_cpus=max(2, concurrency))
 
 
@@ -83,6 +90,40 @@ def _answers(address: str) -> None:
             "or run with --executor threads",
             executor=Arg("executor", repr(address), address),
         ) from None
+
+
+def _admits(address: str) -> None:
+    """Raises, in one line, when the cluster at `address` refuses this process's credentials (Ray's client
+    would retry for ~30 s, then say "connection timeout"): one ping through Ray's own channel, which
+    carries Ray's auth token when RAY_AUTH_MODE=token here. Any other answer is left to Ray's client."""
+    ray = _import_ray()
+    import grpc
+    from ray._private.grpc_utils import init_grpc_channel
+    from ray.core.generated import ray_client_pb2, ray_client_pb2_grpc
+
+    parts = urlsplit(address)
+    ping = ray_client_pb2.ClusterInfoRequest(type=ray_client_pb2.ClusterInfoType.PING)
+    channel = init_grpc_channel(f"{parts.hostname}:{parts.port}")
+    try:
+        ray_client_pb2_grpc.RayletDriverStub(channel).ClusterInfo(ping, timeout=CONNECT_TIMEOUT_S)
+    except ray.exceptions.AuthenticationError:  # token mode here, and no token found
+        refused = True
+    except grpc.RpcError as exc:
+        refused = exc.code() == grpc.StatusCode.UNAUTHENTICATED
+    else:
+        refused = False
+    finally:
+        channel.close()
+    if refused:
+        token_mode = os.environ.get(AUTH_MODE, "").lower() == "token"
+        sends = "a token that is not the cluster's, or none" if token_mode else "no token"
+        raise ArgumentError(
+            f"{{executor}}: the Ray cluster at {parts.hostname}:{parts.port} requires its auth token and "
+            f"this process sends {sends}; set {AUTH_MODE}=token here and the cluster's token "
+            "(`ray get-auth-token` on its head prints it) in RAY_AUTH_TOKEN, in a file named by "
+            "RAY_AUTH_TOKEN_PATH or in ~/.ray/auth_token, or run with --executor threads",
+            executor=Arg("executor", repr(address), address),
+        )
 
 
 def _ray_address(spec: str) -> str:
