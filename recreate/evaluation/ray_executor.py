@@ -54,6 +54,7 @@ LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": a local Ray binds 12
 AUTH_MODE = "RAY_AUTH_MODE"  # "token": this driver sends Ray's auth token (a cluster's client port may ask)
 RETRIES = 2  # runs again of an attempt whose worker died, before it is recorded as a machine error
 CONNECT_TIMEOUT_S = 5.0  # to reach a cluster's client port
+PING_TIMEOUT_S = 2.0  # for its answer to one ping (milliseconds, from a Ray client server)
 OBJECT_STORE_BYTES = 128 * 1024**2  # the local cluster's: trajectories are small
 
 
@@ -105,7 +106,7 @@ def _admits(address: str) -> None:
     ping = ray_client_pb2.ClusterInfoRequest(type=ray_client_pb2.ClusterInfoType.PING)
     channel = init_grpc_channel(f"{parts.hostname}:{parts.port}")
     try:
-        ray_client_pb2_grpc.RayletDriverStub(channel).ClusterInfo(ping, timeout=CONNECT_TIMEOUT_S)
+        ray_client_pb2_grpc.RayletDriverStub(channel).ClusterInfo(ping, timeout=PING_TIMEOUT_S)
     except ray.exceptions.AuthenticationError:  # token mode here, and no token found
         refused = True
     except grpc.RpcError as exc:
