@@ -172,14 +172,40 @@ def test_a_driver_with_the_clusters_token_gets_the_scores_of_threads(
     assert token_text not in done.stdout + done.stderr + again.stdout + again.stderr
 
 
+_JOIN = """
+import sys, ray
+from recreate.evaluation.ray_executor import make_executor
+make_executor(sys.argv[1]).connect()
+print(ray.cluster_resources()["CPU"], ray.util.client.ray.is_connected())
+"""
+
+
+@needs_ray
+@pytest.mark.parametrize("source", ["RAY_AUTH_TOKEN", "~/.ray/auth_token"])
+def test_the_token_may_come_from_any_of_rays_places(head, source, tmp_path):
+    home = tmp_path / "driver-home"
+    env = {k: v for k, v in os.environ.items() if k not in RAY_SETTINGS}
+    env |= {"HOME": str(home), "RAY_AUTH_MODE": "token"}
+    if source == "RAY_AUTH_TOKEN":
+        env[source] = head.token_file.read_text()
+    else:
+        (home / ".ray").mkdir(parents=True)
+        shutil.copy(head.token_file, home / ".ray" / "auth_token")
+    joined = subprocess.run([sys.executable, "-c", _JOIN, head.address], env=env, capture_output=True,
+                            text=True, timeout=60)  # fmt: skip
+    assert joined.returncode == 0 and joined.stdout.split() == ["2.0", "True"], joined.stderr[-3000:]
+
+
 @needs_ray
 @pytest.mark.parametrize(
     ("settings", "sends"),
     [
         ({}, "no token"),  # Ray's default for a driver given an address: no token mode
         ({"RAY_AUTH_MODE": "token"}, "or none"),  # token mode, and no token anywhere
+        ({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": "/nonexistent/token"}, "or none"),
         ({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 64}, "not the cluster's"),
     ],
+    ids=["no-token-mode", "no-token", "no-token-file", "a-wrong-token"],
 )
 def test_a_driver_without_the_clusters_token_is_one_line_at_once(
     head, settings, sends, openai_server, recreate_home, tmp_path
