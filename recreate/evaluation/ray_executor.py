@@ -104,7 +104,7 @@ def _admits(address: str) -> None:
 
     parts = urlsplit(address)
     ping = ray_client_pb2.ClusterInfoRequest(type=ray_client_pb2.ClusterInfoType.PING)
-    channel = init_grpc_channel(f"{parts.hostname}:{parts.port}")
+    channel = init_grpc_channel(parts.netloc)  # as Ray's client names it ([::1]:10001 too)
     try:
         ray_client_pb2_grpc.RayletDriverStub(channel).ClusterInfo(ping, timeout=PING_TIMEOUT_S)
     except ray.exceptions.AuthenticationError:  # token mode here, and no token found
