@@ -29,6 +29,7 @@ import hashlib
 import importlib.util
 import logging
 import os
+import secrets
 import socket
 import tempfile
 import threading
@@ -51,6 +52,8 @@ if TYPE_CHECKING:
 
 THREADS = "threads"
 LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": a local Ray binds 127.0.0.1 (Linux too)
+TOKEN, TOKEN_PATH = "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"
+_TOKEN_FILE: str | None = None  # the local cluster's token, one per process
 AUTH_MODE = "RAY_AUTH_MODE"  # "token": this driver sends Ray's auth token (a cluster's client port may ask)
 RETRIES = 2  # runs again of an attempt whose worker died, before it is recorded as a machine error
 CONNECT_TIMEOUT_S = 5.0  # to reach a cluster's client port
@@ -187,6 +190,7 @@ class RayExecutor:
                 # driver (the address it gives the node) and by the processes it starts (what they bind)
                 os.environ[LOOPBACK_ONLY] = "0"
                 ray._private.ray_constants.ENABLE_RAY_CLUSTER = False
+                os.environ.update(_own_token())
                 with reaped_with_this_process():  # some of them outlive a SIGKILL of this process
                     ray.init(
                         address="local", num_cpus=self.num_cpus, include_dashboard=False,
@@ -274,6 +278,22 @@ def _private_dir() -> str:
     only this user opens (Ray's default, /tmp/ray, is open to every user of the machine, and Ray opens
     the folder it is given to all: hence one level down)."""
     return os.path.join(tempfile.mkdtemp(prefix="recreate-ray-"), "ray")
+
+
+def _own_token() -> dict[str, str]:
+    """Where the local cluster's auth token lies (Ray turns token auth on for a new local cluster, so
+    another user of this machine who reaches its loopback ports runs nothing): a file of this process's
+    own, made once (Ray's loader keeps the token it read), where Ray would otherwise write one into ~/.ray
+    of whoever runs it. A token this environment gives Ray wins."""
+    global _TOKEN_FILE
+    if os.environ.get(TOKEN):
+        return {}
+    if _TOKEN_FILE is None:
+        path = os.path.join(tempfile.mkdtemp(prefix="recreate-ray-token-"), "auth_token")
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+            out.write(secrets.token_hex(32))
+        _TOKEN_FILE = path
+    return {TOKEN_PATH: _TOKEN_FILE}
 
 
 def _import_ray() -> Any:

@@ -35,12 +35,17 @@ needs_ray = pytest.mark.skipif(
 )
 
 
+STARTERS_HOME = tempfile.mkdtemp(prefix="ray-starter-home-")
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[RayExecutor]:
     """A local Ray with 2 worker slots, its workers holding a fake API key in their environment."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("OPENAI_API_KEY", FAKE_KEY)
         patch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "1")  # asks Ray to listen on every interface
+        patch.setenv("HOME", STARTERS_HOME)  # where Ray would write its auth token
+        patch.delenv("RAY_AUTH_TOKEN", raising=False)
         executor = RayExecutor(num_cpus=2)
         starter = threading.Thread(target=executor.connect)  # as a rollout's pool thread, gone after
         starter.start()
@@ -74,6 +79,19 @@ def _listening_addresses() -> set[str]:
                 found.add(fields[1].split(":")[0])
     assert found, "no listening socket found: the check sees nothing"
     return found
+
+
+@needs_ray
+def test_the_local_cluster_asks_for_a_token_kept_in_its_private_folder(cluster) -> None:
+    import ray
+    from ray._private.authentication.authentication_utils import is_token_auth_enabled
+
+    token = Path(os.environ["RAY_AUTH_TOKEN_PATH"])
+    assert is_token_auth_enabled() and len(token.read_text()) == 64
+    assert token.stat().st_mode & 0o077 == 0 and token.parent.stat().st_mode & 0o077 == 0
+    assert not Path(STARTERS_HOME, ".ray").exists()  # nothing in the home of whoever started it
+    gcs = ray.get_runtime_context().gcs_address
+    assert gcs.startswith("127.0.0.1:")
 
 
 def _run(executor, domain, url: str, tmp_path: Path, name: str, **options) -> tuple[list, Rollouts]:
