@@ -194,7 +194,10 @@ class RayExecutor:
                 with reaped_with_this_process():  # some of them outlive a SIGKILL of this process
                     ray.init(
                         address="local", num_cpus=self.num_cpus, include_dashboard=False,
-                        object_store_memory=OBJECT_STORE_BYTES, _temp_dir=_private_dir(), **quiet,
+                        object_store_memory=OBJECT_STORE_BYTES, _temp_dir=_private_dir(),
+                        # a rollout Ray's memory monitor kills runs again as often as one whose worker
+                        # died (Ray's default: forever), then is a machine error
+                        _system_config={"task_oom_retries": self.retries}, **quiet,
                     )  # fmt: skip
         except Exception as exc:  # one line: what failed, what to do
             ray.shutdown()  # whatever it started

@@ -23,7 +23,7 @@ from recreate.cli import main
 from recreate.domains import get_domain
 from recreate.errors import ArgumentError
 from recreate.evaluation import RolloutCache, Rollouts
-from recreate.evaluation.ray_executor import RayExecutor
+from recreate.evaluation.ray_executor import RETRIES, RayExecutor
 from recreate.experience.store import ExperienceStore
 from recreate.models import Budget, BudgetExceeded, UsageLedger
 from recreate.testing import Reply, tool_call
@@ -90,8 +90,14 @@ def test_the_local_cluster_asks_for_a_token_kept_in_its_private_folder(cluster) 
     assert is_token_auth_enabled() and len(token.read_text()) == 64
     assert token.stat().st_mode & 0o077 == 0 and token.parent.stat().st_mode & 0o077 == 0
     assert not Path(STARTERS_HOME, ".ray").exists()  # nothing in the home of whoever started it
-    gcs = ray.get_runtime_context().gcs_address
-    assert gcs.startswith("127.0.0.1:")
+    assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
+
+
+@needs_ray
+def test_a_rollout_killed_for_memory_is_retried_as_a_dead_worker_is_not_forever(cluster) -> None:
+    import ray
+
+    assert ray._private.worker._global_node._config["task_oom_retries"] == RETRIES == cluster.retries
 
 
 def _run(executor, domain, url: str, tmp_path: Path, name: str, **options) -> tuple[list, Rollouts]:
