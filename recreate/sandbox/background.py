@@ -50,5 +50,9 @@ def close_when_opened(opening: Future[Session]) -> None:
 def close_soon(session: Session) -> None:
     """Close a finished session off the caller's path: tearing a sandbox down takes ~0.1 s, and what
     comes next (an evaluation in another sandbox, the next model call) need not wait for it. Pending
-    closes finish before the interpreter exits."""
-    _CLOSER.submit(session.close)
+    closes finish before the interpreter exits; once it is exiting (the pool takes no more), this
+    closes the session here."""
+    try:
+        _CLOSER.submit(session.close)
+    except RuntimeError:  # "cannot schedule new futures after (interpreter) shutdown"
+        session.close()

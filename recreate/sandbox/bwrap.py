@@ -102,8 +102,12 @@ class BwrapSession(HostSession):
             raise SandboxError(f"bubblewrap failed to start: {message or f'exit code {keeper.returncode}'}")
         return keeper, int(info["child-pid"])
 
+    def alive(self) -> bool:
+        """Whether the sandbox still runs (a spare that waited is checked before it is handed out)."""
+        return self._keeper.poll() is None and not exiting(self._target)
+
     def _check_alive(self) -> None:
-        if self._keeper.poll() is not None or exiting(self._target):
+        if not self.alive():
             raise SandboxError("the bwrap sandbox has exited (its process was killed)")
 
     def _start_runner(self) -> CommandRunner:
@@ -232,7 +236,7 @@ class BwrapSandbox:
 
     def __init__(self, base_dir: str | None = None):
         self.base_dir = base_dir
-        self._spares = Spares(self._open_now)
+        self._spares = Spares(self._open_now, alive=BwrapSession.alive)  # type: ignore[arg-type]
 
     def open(self, spec: SandboxSpec | None = None) -> BwrapSession:
         return self._spares.open(spec or SandboxSpec())  # type: ignore[return-value]

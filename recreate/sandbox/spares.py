@@ -7,52 +7,73 @@ machine, several times that under load; ~0.2 s for a container). A spare is made
 `ASKS_BEFORE_SPARES`-th open on, one at a time per spec, for at most `MAX_SPECS` specs (the least
 recently asked-for spec's spare is closed). A spec opened a few times only (a probe; a repository task's
 own image, run with two seeds) gets none, so no container is started for nothing; the specs an evolve
-run opens for every task get one each from their third task on. A spare is as fresh as
-any session: nothing runs in it before it is handed out. A spare that failed to open is not an error: the
-caller opens one itself, and that open's error is the caller's.
+run opens for every task get one each from their third task on.
+
+A spare is as fresh as any session: nothing runs in it before it is handed out, it is built from a copy
+of the spec as it was when asked for, and it is handed out once, to one caller. No caller waits for a
+spare: one still opening (a burst of callers, a slow engine) leaves the caller to open its own, as does
+one that failed to open (that open's error is the caller's) or that died while it waited. Spares belong
+to the process that opened them: a forked child starts with none and cannot close its parent's.
 """
 
 from __future__ import annotations
 
-import contextlib
+import copy
+import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from recreate.sandbox.background import close_when_opened, open_soon
+from recreate.sandbox.background import close_soon, close_when_opened, open_soon
 from recreate.sandbox.base import SandboxSpec, Session
 
 MAX_SPECS = 8
 ASKS_BEFORE_SPARES = 3
-_OPEN_WAIT_S = 120.0
+Opener = Callable[[SandboxSpec | None], Session]
+_ALL: weakref.WeakSet[Spares] = weakref.WeakSet()
 
 
 class Spares:
-    """Spare sessions of one backend object, made by `open_session(spec)` (its uncached open)."""
+    """Spare sessions of one backend object, made by `open_session(spec)` (its uncached open);
+    `alive(session)` says whether a spare that waited is still usable (default: always)."""
 
-    def __init__(self, open_session: Callable[[SandboxSpec | None], Session]) -> None:
-        self._open = open_session
+    def __init__(self, open_session: Opener, alive: Callable[[Session], bool] | None = None) -> None:
+        # A backend's own method is held weakly: a backend dropped without `close()` is freed at once,
+        # and its spares are closed with it (ClosingSession.__del__), not at some later cyclic GC.
+        bound = hasattr(open_session, "__self__")
+        self._opener: Callable[[], Opener | None] = (
+            weakref.WeakMethod(open_session) if bound else lambda: open_session  # type: ignore[arg-type]
+        )
+        self._alive = alive or (lambda session: True)
         self._lock = threading.Lock()
         self._asked: OrderedDict[str, int] = OrderedDict()  # spec key -> opens asked, most recent last
         self._ready: dict[str, Future[Session]] = {}
+        _ALL.add(self)
 
     def open(self, spec: SandboxSpec) -> Session:
-        key = repr(spec)
+        key = repr(spec)  # exact: specs that differ in any field (or its order) never share a spare
+        opener = self._opener()
+        assert opener is not None  # the backend calling us holds it
         with self._lock:
-            spare = self._ready.pop(key, None)
             self._asked[key] = self._asked.pop(key, 0) + 1
-            if self._asked[key] >= ASKS_BEFORE_SPARES:
-                self._ready[key] = open_soon(self._open, spec)
+            spare = self._ready.get(key)
+            if spare is not None and spare.done():
+                del self._ready[key]  # handed out (or dropped, if its open failed): exactly once
+            else:
+                spare = None
+            if key not in self._ready and self._asked[key] >= ASKS_BEFORE_SPARES:
+                self._ready[key] = open_soon(opener, copy.deepcopy(spec))
             evicted = self._evict()
         for future in evicted:
             close_when_opened(future)
-        if spare is not None:
-            try:
-                return spare.result()
-            except Exception:  # a spare that failed: this caller's own open says what is wrong
-                pass
-        return self._open(spec)
+        session = _usable(spare)
+        if session is not None and self._alive(session):
+            return session
+        if session is not None:
+            close_soon(session)
+        return opener(spec)
 
     def _evict(self) -> list[Future[Session]]:
         evicted = []
@@ -63,10 +84,40 @@ class Spares:
         return evicted
 
     def close(self) -> None:
-        """Close every spare, waiting for those still opening; asked-for counts start again."""
+        """Close every spare: those open now, those still opening once they are; asked-for counts
+        start again."""
         with self._lock:
             ready, self._ready = list(self._ready.values()), {}
             self._asked.clear()
         for future in ready:
-            with contextlib.suppress(Exception):  # a spare that failed to open has nothing to close
-                future.result(timeout=_OPEN_WAIT_S).close()
+            session = _usable(future)
+            if session is not None:
+                session.close()
+            elif not future.done():
+                close_when_opened(future)
+
+    def _forget_inherited(self) -> None:
+        """In a forked child: the spares are the parent's. Make this copy of each inert (closing it
+        here would kill the parent's sandbox) and start with none."""
+        for future in self._ready.values():
+            session = _usable(future)
+            if session is not None:
+                session.closed = True  # type: ignore[attr-defined]
+        self._lock = threading.Lock()  # a parent thread may have held it at the fork
+        self._ready = {}
+        self._asked = OrderedDict()
+
+
+def _usable(future: Future[Session] | None) -> Session | None:
+    """The session of a finished, successful open; else None."""
+    if future is None or not future.done() or future.cancelled() or future.exception() is not None:
+        return None
+    return future.result()
+
+
+def _after_fork_in_child() -> None:
+    for spares in list(_ALL):
+        spares._forget_inherited()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
