@@ -204,3 +204,27 @@ def test_spares_end_with_their_process(public_dir: Path, how: str) -> None:
     else:  # what a killed owner left (directories, cgroups) goes at the next open in the same place
         BwrapSandbox(base_dir=str(public_dir)).open(SandboxSpec()).close()
     assert not any(public_dir.iterdir())
+
+
+OBSERVABLE = (  # limits, environment (less the per-command marker), files, processes, ids
+    'ulimit -a; env | grep -v _COMMAND= | sort; ls -A . /tmp; ls /proc | grep -c "^[0-9]"; id'
+)
+
+
+def test_a_spare_that_sat_idle_looks_like_a_fresh_open_to_a_command() -> None:
+    sandbox, spec = BwrapSandbox(), SandboxSpec(cpu_seconds=2, env={"WHO": "idle"})
+    for _ in range(ASKS_BEFORE_SPARES):
+        sandbox.open(spec).close()
+    spare = ready_spare(sandbox._spares, spec)
+    time.sleep(1)  # sat idle: time-based limits (cpu seconds) are per command, none runs down meanwhile
+    got, fresh = sandbox.open(spec), sandbox._open_now(spec)
+    try:
+        assert got is spare
+        seen = [s.run(OBSERVABLE, timeout=30) for s in (got, fresh)]
+        assert seen[0].stdout == seen[1].stdout and seen[0].ok
+        burn = "timeout 1.5 sh -c 'while :; do :; done'; echo $?"  # 1.5 s of CPU fit in the 2 s limit
+        assert got.run(burn, timeout=30).stdout == "124\n"
+    finally:
+        for session in (got, fresh):
+            session.close()
+        sandbox.close_spares()
