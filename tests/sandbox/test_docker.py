@@ -5,6 +5,10 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +16,8 @@ from recreate.sandbox import SandboxError, SandboxSpec, get_sandbox
 from recreate.sandbox.docker import LABEL, OWNER_LABEL, reap_orphans
 from recreate.sandbox.process import owner_label
 from recreate.sandbox.spares import ASKS_BEFORE_SPARES
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -162,3 +168,29 @@ def test_a_spare_container_serves_a_spec_asked_for_again_and_is_removed_with_the
     following = sandbox._spares._ready[repr(spec)].result(timeout=120)
     sandbox.close_spares()
     assert sandbox.client().api.containers(all=True, filters={"id": following.id}) == []
+
+
+SPARES_THEN_KILLED = """
+import os, signal, sys
+from recreate.sandbox import SandboxSpec, get_sandbox
+sandbox = get_sandbox("docker", image=sys.argv[1])
+spec = SandboxSpec(labels={"recreate.run": sys.argv[2]})
+for _ in range(4):
+    sandbox.open(spec).close()
+sandbox._spares._ready[repr(spec)].result(timeout=120)
+print("ready", flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_spare_containers_go_with_a_killed_owner(sandbox, busybox_image: str) -> None:
+    run_label = f"spares-killed-{os.getpid()}"
+    argv = [sys.executable, "-c", SPARES_THEN_KILLED, busybox_image, run_label]
+    killed = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert "ready" in killed.stdout, killed.stderr
+    api, mine = sandbox.client().api, {"label": f"recreate.run={run_label}"}
+    deadline = time.monotonic() + 30  # the attach stream dropped: the server exits, the engine removes it
+    while api.containers(all=True, filters=mine) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    reap_orphans(sandbox.client())  # else the next open's reaper removes it (owner label: a dead pid)
+    assert api.containers(all=True, filters=mine) == []
