@@ -41,6 +41,7 @@ OWNER_FILE = "owner"
 # What a session leaves in its directory so that the next open can clean up after a killed owner.
 UID_FILE, CGROUP_FILE, KEEPER_FILE = "uid", "cgroup", "keeper"
 _OPEN_SESSIONS: weakref.WeakSet[HostSession] = weakref.WeakSet()
+os.register_at_fork(after_in_child=_OPEN_SESSIONS.clear)
 _reaped: set[tuple[str, str | None]] = set()
 
 
@@ -262,6 +263,8 @@ def record_keeper(root: Path, pid: int) -> None:
 
 @atexit.register
 def _close_open_sessions() -> None:
+    """At exit, close the sessions this process opened (a forked child starts with none: its exit must
+    not close the parent's)."""
     for session in list(_OPEN_SESSIONS):
         with contextlib.suppress(Exception):
             session.close()

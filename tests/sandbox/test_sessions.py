@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import io
+import os
 from pathlib import Path
 
 import pytest
@@ -101,3 +103,15 @@ def test_context_manager_closes(open_session) -> None:
         assert session.run("echo in", timeout=30).stdout == "in\n"
     with pytest.raises(SandboxError):
         session.run("true", timeout=30)
+
+
+def test_a_forked_child_that_exits_normally_leaves_its_parents_sessions_open(open_session) -> None:
+    session = open_session()
+    child = os.fork()
+    if child == 0:  # a worker forked without exec (multiprocessing's "fork", a plain os.fork) ending well
+        try:
+            atexit._run_exitfuncs()  # what a normal interpreter exit runs
+        finally:
+            os._exit(0)
+    assert os.waitpid(child, 0)[1] == 0
+    assert session.run("echo still here", timeout=30).stdout == "still here\n"
