@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from recreate.sandbox.base import ClosingSession, Result, SandboxError, SandboxSpec
-from recreate.sandbox.docker_channel import PID_FILE, SERVER, CommandChannel, raw_socket, read_frames
+from recreate.sandbox.docker_channel import PID_FILE, SERVER, CommandChannel, read_frames, stream_socket
 from recreate.sandbox.process import CappedOutput, make_result, owner_alive, owner_label
 from recreate.sandbox.shell import MARKER, sandbox_env, shell_argv
 from recreate.sandbox.spares import Spares
@@ -130,11 +130,23 @@ class DockerSession(ClosingSession):
         self.id = created["Id"]
         self._put_archive("/", _tar_dirs(spec.workdir))
         attached = self.api.attach_socket(self.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
-        self.channel = CommandChannel(raw_socket(attached))
+        self.channel = CommandChannel(*stream_socket(attached))
         self.api.start(self.id)
         # the engine mounts the workspace tmpfs as root's; a "." entry hands it to the sandbox user
         self._put_archive(spec.workdir, _tar_dirs("."))
         self.channel.wait_ready()
+
+    def alive(self) -> bool:
+        """Whether the container still runs (a spare that waited is checked before it is handed out):
+        the idle command channel has nothing to read, or without a channel the engine says so."""
+        if self.closed or self.id is None:
+            return False
+        if self.channel is not None and self.channel.usable:
+            return self.channel.idle_alive()
+        try:
+            return bool(self.api.inspect_container(self.id)["State"]["Running"])
+        except Exception:  # gone (404), or an engine we cannot reach: not worth handing out
+            return False
 
     def run(self, cmd: str, *, timeout: float = 60.0, env: dict[str, str] | None = None) -> Result:
         self._check_open()
@@ -181,8 +193,8 @@ class DockerSession(ClosingSession):
             stream = self.api.exec_start(exec_id, socket=True)
         except Exception as exc:  # API errors (docker.errors) or a lost connection (requests)
             raise SandboxError(f"the container of this session is not usable any more: {exc}") from exc
-        raw = raw_socket(stream)
-        timed_out = not read_frames(raw, {1: out, 2: err}, started + timeout)
+        raw, early = stream_socket(stream)
+        timed_out = not read_frames(raw, {1: out, 2: err}, started + timeout, early)
         if timed_out:
             self._kill_command(pid_file, marker)
             # Let the exec end on its own: an exec stream cut while running leaves Podman waiting ~5 s
@@ -322,7 +334,7 @@ class DockerSandbox:
         self.base_url = base_url
         self._client: Any = None
         self._reaped = False
-        self._spares = Spares(self._open_now)
+        self._spares = Spares(self._open_now, alive=DockerSession.alive)  # type: ignore[arg-type]
 
     def client(self) -> Any:
         if self._client is None:

@@ -89,11 +89,11 @@ class _Marked:
 class CommandChannel:
     """The attach socket of one container running `SERVER`. One command at a time."""
 
-    def __init__(self, sock: socket.socket):
+    def __init__(self, sock: socket.socket, early: bytes = b""):
         self.sock = sock
         self.mode = "none"
         self.broken = False
-        self._frames = b""  # a partial frame carried over between reads
+        self._frames = early  # a partial frame carried over between reads (first: what came early)
         self._current: tuple[_Marked, _Marked] | None = None  # the running command's two streams
         self._lock = threading.Lock()
 
@@ -109,6 +109,11 @@ class CommandChannel:
     @property
     def usable(self) -> bool:
         return self.mode != "none" and not self.broken
+
+    def idle_alive(self) -> bool:
+        """Between commands the server sends nothing: a readable socket then means the container went
+        away (EOF or reset), or wrote what no command asked for; either way the session is not fresh."""
+        return not self.broken and not wait_readable(self.sock, 0)
 
     def run(
         self, script: str, out: CappedOutput, err: CappedOutput, deadline: float
@@ -183,11 +188,13 @@ def _done(stdout: _Marked, stderr: _Marked) -> bool:
     return _field(stdout) is not None and stderr.after is not None
 
 
-def read_frames(raw: socket.socket, sinks: dict[int, CappedOutput], deadline: float) -> bool:
+def read_frames(
+    raw: socket.socket, sinks: dict[int, CappedOutput], deadline: float, pending: bytes = b""
+) -> bool:
     """Demultiplex the exec stream (8-byte headers: stream id, 3 zero bytes, big-endian length) into
-    `sinks` until it ends (True) or the deadline passes (False)."""
-    pending = b""
+    `sinks` until it ends (True) or the deadline passes (False); `pending`: bytes already read."""
     while True:
+        pending = _feed_frames(pending, sinks)
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
             return False
@@ -197,14 +204,36 @@ def read_frames(raw: socket.socket, sinks: dict[int, CappedOutput], deadline: fl
         if not chunk:
             return True
         pending += chunk
-        while len(pending) >= 8:
-            stream_id, length = struct.unpack(">BxxxL", pending[:8])
-            if len(pending) < 8 + length:
-                break
-            if stream_id in sinks:
-                sinks[stream_id].feed(pending[8 : 8 + length])
-            pending = pending[8 + length :]
 
 
-def raw_socket(stream: Any) -> socket.socket:
-    return getattr(stream, "_sock", stream)
+def _feed_frames(pending: bytes, sinks: dict[int, CappedOutput]) -> bytes:
+    """Feed the complete frames of `pending` to `sinks`; returns the partial frame left."""
+    while len(pending) >= 8:
+        stream_id, length = struct.unpack(">BxxxL", pending[:8])
+        if len(pending) < 8 + length:
+            break
+        if stream_id in sinks:
+            sinks[stream_id].feed(pending[8 : 8 + length])
+        pending = pending[8 + length :]
+    return pending
+
+
+def stream_socket(stream: Any) -> tuple[socket.socket, bytes]:
+    """The socket under a hijacked engine stream, and the bytes the HTTP client already read past the
+    response's headers into its buffer (a short command's whole output can arrive in the same read as
+    the headers: reading only the socket lost it, ~2% of commands on a loaded machine)."""
+    sock = getattr(stream, "_sock", stream)
+    response = getattr(stream, "_response", None)  # docker-py keeps the response on the stream
+    buffered = getattr(getattr(getattr(response, "raw", None), "_fp", None), "fp", None)
+    if buffered is None or not hasattr(buffered, "peek"):
+        return sock, b""
+    timeout = sock.gettimeout()
+    sock.setblocking(False)  # peek reads the socket only when the buffer is empty: never wait for it
+    try:
+        early = buffered.peek()
+        buffered.read(len(early))  # taken from the buffer alone (it holds them all)
+    except (BlockingIOError, OSError, ValueError):
+        early = b""
+    finally:
+        sock.settimeout(timeout)
+    return sock, early or b""
