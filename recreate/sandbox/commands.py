@@ -18,9 +18,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from recreate.sandbox.background import ThreadPool
 from recreate.sandbox.base import Result, SandboxError
 from recreate.sandbox.process import (
     CappedOutput,
@@ -34,7 +34,7 @@ from recreate.sandbox.process import (
 _READY_SECONDS = 15.0
 # PR_SET_PDEATHSIG fires when the *thread* that started a process exits, and callers open sessions
 # from short-lived worker threads; so the zygote (and bwrap keepers) are started from this one thread.
-SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recreate-sandbox-spawner")
+SPAWNER = ThreadPool(1, "recreate-sandbox-spawner")
 Killer = Callable[[int | None], None]
 
 
@@ -79,6 +79,14 @@ class _Zygote:
 
 _zygote: _Zygote | None = None
 _zygote_lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _zygote, _zygote_lock
+    _zygote, _zygote_lock = None, threading.Lock()  # the parent's zygote is not our child to poll
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _fork_runner(fields: list[str], session_end: socket.socket) -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import atexit
 import io
 import os
+import signal
 from pathlib import Path
 
 import pytest
 
-from recreate.sandbox import SandboxError
+from recreate.sandbox import SandboxError, close_soon, open_soon
 from recreate.sandbox.base import Session
 
 
@@ -115,3 +116,22 @@ def test_a_forked_child_that_exits_normally_leaves_its_parents_sessions_open(ope
             os._exit(0)
     assert os.waitpid(child, 0)[1] == 0
     assert session.run("echo still here", timeout=30).stdout == "still here\n"
+
+
+def test_a_forked_child_opens_runs_and_closes_sessions_of_its_own(open_session) -> None:
+    parent = open_session()  # the parent's pools and spawner threads exist; a forked child has none
+    child = os.fork()
+    if child == 0:
+        code = 1
+        try:
+            signal.alarm(60)  # a hang ends the child, never the test run
+            opened = open_session()
+            later = open_soon(lambda spec: open_session()).result(timeout=60)
+            outputs = [s.run("echo child", timeout=30).stdout for s in (opened, later)]
+            opened.close()
+            close_soon(later)
+            code = 0 if outputs == ["child\n", "child\n"] else 2
+        finally:
+            os._exit(code)
+    assert os.waitpid(child, 0)[1] == 0
+    assert parent.run("echo parent", timeout=30).stdout == "parent\n"
