@@ -23,7 +23,6 @@ import signal
 import socket
 import subprocess
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -32,6 +31,7 @@ import httpx
 
 from recreate.errors import Arg
 from recreate.local.embedded import LocalModelArgumentError, LocalModelError
+from recreate.pools import ThreadPool
 
 PR_SET_PDEATHSIG = 1
 LOG_TAIL_LINES = 15
@@ -44,7 +44,7 @@ ENV_NAMES = frozenset(
 ENV_PREFIXES = ("LC_", "OMP_", "MKL_", "OPENBLAS_", "KMP_", "GOMP_", "GGML_", "LLAMA_", "VLLM_", "NVIDIA_")
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "PAT", "URL", "DSN")
 # the one thread that forks servers: PR_SET_PDEATHSIG follows the forking thread, and this one never ends
-_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recreate-server-spawner")
+_SPAWNER = ThreadPool(1, "recreate-server-spawner")
 
 
 @dataclass

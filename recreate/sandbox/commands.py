@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from recreate.sandbox.background import ThreadPool
+from recreate.pools import ThreadPool
 from recreate.sandbox.base import Result, SandboxError
 from recreate.sandbox.process import (
     CappedOutput,
