@@ -82,6 +82,17 @@ def _listening_addresses() -> set[str]:
 
 
 @needs_ray
+def test_a_second_executor_joins_the_same_ray_and_another_cluster_is_one_line_at_once(cluster) -> None:
+    assert RayExecutor(num_cpus=2).connect() is not None  # the local Ray this process started: shared
+    started = time.monotonic()
+    with pytest.raises(
+        RuntimeError, match=r"already runs rollouts on a Ray on this machine.*ray://127\.0\.0\.1:9"
+    ):
+        RayExecutor("ray://127.0.0.1:9").connect()  # was: silently the local Ray, not the cluster asked for
+    assert time.monotonic() - started < 2
+
+
+@needs_ray
 def test_the_local_cluster_asks_for_a_token_kept_in_its_private_folder(cluster) -> None:
     import ray
     from ray._private.authentication.authentication_utils import is_token_auth_enabled
