@@ -146,6 +146,7 @@ def _ray_address(spec: str) -> str:
 
 
 _joined: str | None = None  # the cluster this process's Ray joined through us (None: not us, or none)
+_JOINING = threading.Lock()
 
 
 def _joined_at(address: str | None) -> None:
@@ -174,18 +175,19 @@ class RayExecutor:
             if self._remote is None:
                 ray = _import_ray()
                 wanted = self.address or "a Ray on this machine"
-                if ray.is_initialized() and _joined not in (None, wanted):
-                    raise RuntimeError(
-                        f"this process already runs rollouts on {_joined}, and a Ray driver joins one "
-                        f"cluster: run {wanted} from another process (or after ray.shutdown())"
-                    )
-                if not ray.is_initialized():
-                    try:  # Ray's head processes die with the thread that started them
-                        on_lasting_thread(lambda: self._init(ray))
-                    except RuntimeError as exc:
-                        self._failed = str(exc)
-                        raise
-                    _joined_at(wanted)
+                with _JOINING:  # another executor's connect must not see Ray still unjoined meanwhile
+                    if ray.is_initialized() and _joined not in (None, wanted):
+                        raise RuntimeError(
+                            f"this process already runs rollouts on {_joined}, and a Ray driver joins one "
+                            f"cluster: run {wanted} from another process (or after ray.shutdown())"
+                        )
+                    if not ray.is_initialized():
+                        try:  # Ray's head processes die with the thread that started them
+                            on_lasting_thread(lambda: self._init(ray))
+                        except RuntimeError as exc:
+                            self._failed = str(exc)
+                            raise
+                        _joined_at(wanted)
                 self._remote = ray.remote(num_cpus=1, max_retries=self.retries)(attempt)
                 self._meter = ray.remote(num_cpus=0)(Meter).remote()
             return self._remote

@@ -7,6 +7,7 @@ in and out of the session's workspace; `close()` kills everything the session st
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol, runtime_checkable
@@ -89,6 +90,12 @@ class ClosingSession:
 
     backend: str
     closed: bool = False
+    _opened_by: int | None = None  # the process that opened the session
+
+    def __new__(cls, *args: object, **kwargs: object) -> ClosingSession:
+        session = super().__new__(cls)
+        session._opened_by = os.getpid()
+        return session
 
     def close(self) -> None:  # overridden by every backend
         self.closed = True
@@ -100,6 +107,8 @@ class ClosingSession:
         self.close()
 
     def __del__(self) -> None:
+        if self._opened_by != os.getpid():  # a forked child's copy: the session is its parent's
+            return
         with contextlib.suppress(Exception):
             self.close()
 

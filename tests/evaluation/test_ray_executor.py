@@ -92,6 +92,43 @@ def test_a_second_executor_joins_the_same_ray_and_another_cluster_is_one_line_at
     assert time.monotonic() - started < 2
 
 
+_TWO_AT_ONCE = """
+import threading
+import ray
+from recreate.evaluation.ray_executor import RayExecutor
+
+executors, errors = [RayExecutor(num_cpus=2), RayExecutor(num_cpus=2)], []
+start = threading.Barrier(2)
+
+def connect(executor):
+    start.wait()
+    try:
+        executor.connect()
+    except Exception as exc:
+        errors.append(exc)
+
+threads = [threading.Thread(target=connect, args=(executor,)) for executor in executors]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print("errors:", errors, "initialized:", ray.is_initialized())
+"""
+
+
+@needs_ray
+def test_two_executors_connecting_at_once_share_one_ray(tmp_path: Path) -> None:
+    import subprocess
+
+    env = {**os.environ, "HOME": str(tmp_path), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
+    env.pop("RAY_AUTH_TOKEN", None)
+    done = subprocess.run(
+        [sys.executable, "-c", _TWO_AT_ONCE], env=env, capture_output=True, text=True, timeout=300
+    )
+    # was: both saw no Ray yet and both started one; the second's failure shut the first's down
+    assert "errors: [] initialized: True" in done.stdout, done.stdout + done.stderr[-2000:]
+
+
 @needs_ray
 def test_the_local_cluster_asks_for_a_token_kept_in_its_private_folder(cluster) -> None:
     import ray

@@ -135,3 +135,16 @@ def test_a_forked_child_opens_runs_and_closes_sessions_of_its_own(open_session) 
             os._exit(code)
     assert os.waitpid(child, 0)[1] == 0
     assert parent.run("echo parent", timeout=30).stdout == "parent\n"
+
+
+def test_a_forked_child_that_drops_its_copy_of_a_session_leaves_the_parents_open(open_session) -> None:
+    session = open_session()
+    session.run("true", timeout=30)
+    child = os.fork()
+    if child == 0:  # a child ending with sys.exit: the interpreter finalizes the objects it inherited
+        try:
+            session.__del__()  # what that finalization runs for the child's copy of the session
+        finally:
+            os._exit(0)
+    assert os.waitpid(child, 0)[1] == 0
+    assert session.run("echo still here", timeout=30).stdout == "still here\n"
