@@ -15,14 +15,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
+
+from recreate.pools import ThreadPool
 
 QUIET_S = 0.25  # a pass starts once no add came for this long ...
 MAX_DELAY_S = 2.0  # ... or this long after the first add it waits for
 RETRY_S = (0.2, 1.0, 5.0)  # a failed pass is tried again after each of these waits
 log = logging.getLogger(__name__)
 # a worker per store (8 at once), so one store's quiet wait holds up no other
-_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="recreate-experience-index")
+_POOL = ThreadPool(8, "recreate-experience-index")  # a forked child gets its own
 
 
 class BackgroundIndexer:
