@@ -40,7 +40,7 @@ from recreate.sandbox.process import (
     wait_readable,
 )
 from recreate.sandbox.shell import sandbox_env
-from recreate.sandbox.spares import Spares
+from recreate.sandbox.spares import SpareKeeping
 
 INSIDE_ID = "65534"
 _MB = 1024 * 1024
@@ -231,18 +231,13 @@ def _wait_ready(keeper: subprocess.Popen[bytes]) -> bool:
     return ready
 
 
-class BwrapSandbox:
+class BwrapSandbox(SpareKeeping):
     name = "bwrap"
+    session_alive = staticmethod(BwrapSession.alive)  # type: ignore[arg-type]
 
     def __init__(self, base_dir: str | None = None):
         self.base_dir = base_dir
-        self._spares = Spares(self._open_now, alive=BwrapSession.alive)  # type: ignore[arg-type]
-
-    def open(self, spec: SandboxSpec | None = None) -> BwrapSession:
-        return self._spares.open(spec or SandboxSpec())  # type: ignore[return-value]
-
-    def close_spares(self) -> None:
-        self._spares.close()
+        self._keep_spares()
 
     def _open_now(self, spec: SandboxSpec | None) -> BwrapSession:
         if _missing_tools():

@@ -24,7 +24,7 @@ from recreate.sandbox.base import ClosingSession, Result, SandboxError, SandboxS
 from recreate.sandbox.docker_channel import PID_FILE, SERVER, CommandChannel, read_frames, stream_socket
 from recreate.sandbox.process import CappedOutput, make_result, owner_alive, owner_label
 from recreate.sandbox.shell import MARKER, sandbox_env, shell_argv
-from recreate.sandbox.spares import Spares
+from recreate.sandbox.spares import SpareKeeping
 from recreate.sandbox.workspace import as_bytes, workspace_parts
 
 LABEL = "recreate.sandbox"
@@ -324,17 +324,19 @@ def _tar_dirs(path: str) -> bytes:
     return buffer.getvalue()
 
 
-class DockerSandbox:
+class DockerSandbox(SpareKeeping):
     """Options: `image` (used when the spec names none), `base_url` (default: DOCKER_HOST)."""
 
     name = "docker"
+    session_alive = staticmethod(DockerSession.alive)  # type: ignore[arg-type]
+    _process_local = ("_client", "_reaped")  # a copy connects (and reaps) anew
+    _client: Any = None
+    _reaped = False
 
     def __init__(self, image: str | None = None, base_url: str | None = None):
         self.image = image
         self.base_url = base_url
-        self._client: Any = None
-        self._reaped = False
-        self._spares = Spares(self._open_now, alive=DockerSession.alive)  # type: ignore[arg-type]
+        self._keep_spares()
 
     def client(self) -> Any:
         if self._client is None:
@@ -351,12 +353,6 @@ class DockerSandbox:
             except docker.errors.DockerException as exc:
                 raise SandboxError(f"cannot reach a Docker Engine API: {exc}") from exc
         return self._client
-
-    def open(self, spec: SandboxSpec | None = None) -> DockerSession:
-        return self._spares.open(spec or SandboxSpec())  # type: ignore[return-value]
-
-    def close_spares(self) -> None:
-        self._spares.close()
 
     def _open_now(self, spec: SandboxSpec | None) -> DockerSession:
         spec = spec or SandboxSpec()

@@ -121,3 +121,32 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class SpareKeeping:
+    """Base of a backend whose `open` hands out spares: the backend opens a session now with
+    `_open_now(spec)` and checks a spare that waited with `session_alive`. A copy of the backend (pickled
+    for a Ray worker) starts with no spares, and without what `_process_local` names."""
+
+    session_alive: Callable[[Session], bool] = staticmethod(lambda session: True)
+    _process_local: tuple[str, ...] = ()  # attributes a copy starts without (their class defaults)
+
+    def _open_now(self, spec: SandboxSpec | None) -> Session:
+        raise NotImplementedError
+
+    def _keep_spares(self) -> None:
+        self._spares = Spares(self._open_now, alive=type(self).session_alive)
+
+    def open(self, spec: SandboxSpec | None = None) -> Session:
+        return self._spares.open(spec or SandboxSpec())
+
+    def close_spares(self) -> None:
+        self._spares.close()
+
+    def __getstate__(self) -> dict[str, object]:
+        local = ("_spares", *self._process_local)
+        return {k: v for k, v in self.__dict__.items() if k not in local}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._keep_spares()

@@ -23,9 +23,12 @@ from recreate.cli import main
 from recreate.domains import get_domain
 from recreate.errors import ArgumentError
 from recreate.evaluation import RolloutCache, Rollouts
+from recreate.evaluation.errors import ERROR_KEY
 from recreate.evaluation.ray_executor import RETRIES, RayExecutor
 from recreate.experience.store import ExperienceStore
 from recreate.models import Budget, BudgetExceeded, UsageLedger
+from recreate.sandbox import SandboxSpec, get_sandbox
+from recreate.sandbox.spares import ASKS_BEFORE_SPARES
 from recreate.testing import Reply, tool_call
 from tests.conftest import FAKE_KEY
 from tests.evaluation.conftest import EVALUATOR, EXAMPLE, MINIMAL, solver, write_tasks
@@ -148,9 +151,11 @@ def test_a_rollout_killed_for_memory_is_retried_as_a_dead_worker_is_not_forever(
     assert ray._private.worker._global_node._config["task_oom_retries"] == RETRIES == cluster.retries
 
 
-def _run(executor, domain, url: str, tmp_path: Path, name: str, **options) -> tuple[list, Rollouts]:
+def _run(
+    executor, domain, url: str, tmp_path: Path, name: str, sandbox: object = "bwrap", **options
+) -> tuple[list, Rollouts]:
     rollouts = Rollouts(
-        MINIMAL, domain, model=f"scripted@{url}", sandbox="bwrap", cache=RolloutCache(tmp_path / name),
+        MINIMAL, domain, model=f"scripted@{url}", sandbox=sandbox, cache=RolloutCache(tmp_path / name),
         trajectory_dir=tmp_path / name / "log", executor=executor, **options,
     )  # fmt: skip
     return rollouts.run_many(domain.tasks("all"), seeds=(0, 1), concurrency=2, progress=False), rollouts
@@ -216,6 +221,26 @@ def _stepper(steps: int):
         return tool_call("submit", {"answer": f"def {name}(x):\n    return x + {name[4:]}\n"}, cost=0.001)
 
     return respond
+
+
+@needs_ray
+@pytest.mark.bwrap
+def test_a_backend_object_that_keeps_spares_travels_to_the_workers(cluster, openai_server, tmp_path):
+    """`recreate evolve --executor ray` hands the rollouts its resolved backend object, not a name; one
+    that had opened sessions ahead of need (its spares) could not be sent to a worker."""
+    sandbox = get_sandbox("bwrap")
+    for _ in range(ASKS_BEFORE_SPARES):
+        sandbox.open(SandboxSpec()).close()
+    data = write_tasks(tmp_path / "tasks.jsonl", 2)
+    domain = get_domain("jsonl", data=data, evaluator=EVALUATOR, evaluator_dir=EXAMPLE)
+    openai_server.responder = solver(wrong={"add_1"})
+    try:
+        threads, _ = _run(None, domain, openai_server.url, tmp_path, "threads", sandbox)
+        on_ray, _ = _run(cluster, domain, openai_server.url, tmp_path, "ray", sandbox)
+    finally:
+        sandbox.close_spares()
+    assert _scores(on_ray) == _scores(threads) and len(on_ray) == 4
+    assert not any(t.metadata.get(ERROR_KEY) for t in on_ray)
 
 
 @needs_ray

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import socket
 import subprocess
 import sys
@@ -207,6 +208,24 @@ def test_a_spare_container_that_died_while_it_waited_is_not_handed_out(sandbox, 
         assert session is not spare and session.run("echo ok", timeout=30).stdout == "ok\n"
     finally:
         session.close()
+        sandbox.close_spares()
+
+
+def test_a_pickled_copy_opens_its_own_containers_and_shares_no_spares(sandbox) -> None:
+    """A copy (what a Ray worker gets) connects anew and starts with no spares of the original's."""
+    spec = SandboxSpec(labels={"recreate.run": "spares-copied"})
+    for _ in range(ASKS_BEFORE_SPARES):
+        sandbox.open(spec).close()
+    spare = sandbox._spares._ready[repr(spec)].result(timeout=120)
+    copy = pickle.loads(pickle.dumps(sandbox))
+    try:
+        assert copy._client is None and copy.image == sandbox.image
+        with copy.open(spec) as session:
+            assert session is not spare and session.run("echo copy", timeout=30).stdout == "copy\n"
+        assert sandbox.open(spec) is spare
+    finally:
+        spare.close()
+        copy.close_spares()
         sandbox.close_spares()
 
 

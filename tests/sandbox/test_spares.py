@@ -3,6 +3,7 @@ and hands out nothing a caller could tell from a fresh open (real bubblewrap).""
 
 from __future__ import annotations
 
+import pickle
 import shutil
 import time
 from concurrent.futures import Future
@@ -108,3 +109,20 @@ def test_a_caller_whose_own_open_fails_gets_that_error() -> None:
 def test_get_sandbox_gives_each_caller_its_own_spares() -> None:
     first, second = get_sandbox("bwrap"), get_sandbox("bwrap")
     assert first._spares is not second._spares  # type: ignore[attr-defined]
+
+
+def test_a_pickled_bwrap_backend_opens_its_own_sessions_and_shares_no_spares() -> None:
+    """A copy (what a Ray worker gets) starts with no spares of the original's."""
+    sandbox, spec = BwrapSandbox(), SandboxSpec(env={"WHO": "copied"})
+    for _ in range(ASKS_BEFORE_SPARES):
+        sandbox.open(spec).close()
+    spare = sandbox._spares._ready[repr(spec)].result(timeout=60)
+    copy = pickle.loads(pickle.dumps(sandbox))
+    try:
+        with copy.open(spec) as session:
+            assert session is not spare and session.run('echo "$WHO"', timeout=30).stdout == "copied\n"
+        assert sandbox.open(spec) is spare
+    finally:
+        spare.close()
+        copy.close_spares()
+        sandbox.close_spares()
