@@ -19,6 +19,8 @@ trained through the loss registry with every setting spelled out (benchmarks/clo
   dapo+dual  dapo + dual clip (c = 3)
   tapo       dapo+dual + geometric state correction (the registry's `tapo`: its position clip is off, p = 0)
   tapo+pos   tapo + position clip (p = -0.5)
+and, outside the chain (the default runs the five above), a setting without the ones before it:
+  grpo+geo   grpo + geometric state correction (`--variants grpo,grpo+geo` pairs it with grpo)
 Everything else (tasks, seeds, sampling, LoRA, steps, batch, held-out set) is shared and printed.
 
 Learning rate (`--sweep-lrs`, `--sweep-iterations`, `--sweep-seed`): per variant, a short run at each rate
@@ -62,8 +64,9 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks import closed_loop_stats as stats  # noqa: E402
 from benchmarks.closed_loop_tasks import (  # noqa: E402
+    ALL_CHANGES,
+    ALL_VARIANTS,
     TRAIN_ALGO,
-    VARIANT_CHANGES,
     VARIANTS,
     WORDINGS,
     parse_variants,
@@ -77,7 +80,7 @@ SWEEP_LRS = "3e-5,1e-4,3e-4"
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
-        "--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(VARIANTS)
+        "--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(ALL_VARIANTS)
     )
     ap.add_argument("--seeds", type=int, default=3, help="loop seeds per variant (0..N-1)")
     ap.add_argument("--iterations", type=int, default=6, help="trained iterations per run (k more at lag k)")
@@ -160,7 +163,7 @@ class Bench:
         a = self.args
         return OnlineConfig(
             iterations=iterations, tasks_per_iteration=a.tasks_per_iteration, group_size=a.group_size,
-            lag=lag, algo=TRAIN_ALGO, loss=dict(VARIANTS[variant]), lr=lr, steps_per_iteration=a.steps,
+            lag=lag, algo=TRAIN_ALGO, loss=dict(ALL_VARIANTS[variant]), lr=lr, steps_per_iteration=a.steps,
             eval_seeds=a.eval_seeds, seed=seed, max_reply_tokens=a.reply_tokens,
         )  # fmt: skip
 
@@ -315,7 +318,7 @@ def report(args: argparse.Namespace, results: dict[str, Any], shared: dict[str, 
         "date": time.strftime("%Y-%m-%d"),
         "settings": shared,
         "task_family": {"wording": WORDINGS[args.wording], "base_pass_at_1": base},
-        "variants": {n: {"change": VARIANT_CHANGES[n], "loss": VARIANTS[n]} for n in VARIANTS},
+        "variants": {n: {"change": ALL_CHANGES[n], "loss": ALL_VARIANTS[n]} for n in ALL_VARIANTS},
         "train_algo": TRAIN_ALGO,
         **results,
     }
@@ -334,8 +337,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     shared = {k: v for k, v in vars(args).items() if k not in ("home", "out", "results")}
     print("shared settings:", json.dumps(shared, default=str))
-    for name in VARIANTS:
-        print(f"  {name:10} {VARIANT_CHANGES[name]:70} {json.dumps(VARIANTS[name])}")
+    for name in args.variants:
+        print(f"  {name:10} {ALL_CHANGES[name]:70} {json.dumps(ALL_VARIANTS[name])}")
     bench = Bench(args)
     base_dir = bench.base()
     base = float(np.mean(bench.scores(base_dir, 0)[0][0]))

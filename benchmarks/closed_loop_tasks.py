@@ -60,16 +60,24 @@ VARIANT_CHANGES = {
     "tapo": "dapo+dual + geometric state correction (registry 'tapo', position clip off)",
     "tapo+pos": "tapo + position clip (p = -0.5)",
 }
+# Outside the chain: a setting measured without the ones the chain adds before it (`--variants
+# grpo,grpo+geo` pairs them).
+EXTRA_VARIANTS: dict[str, dict[str, Any]] = {"grpo+geo": {**_GRPO, "state_correction": "geo"}}
+EXTRA_CHANGES = {
+    "grpo+geo": "grpo + geometric state correction (the state correction without the DAPO settings)"
+}
+ALL_VARIANTS = {**VARIANTS, **EXTRA_VARIANTS}
+ALL_CHANGES = {**VARIANT_CHANGES, **EXTRA_CHANGES}
 TRAIN_ALGO = "tapo"
 
 
 def parse_variants(text: str) -> list[str]:
     """Comma-separated variant names, checked; a clear error names the valid ones."""
     names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in VARIANTS]
+    unknown = [n for n in names if n not in ALL_VARIANTS]
     if unknown or not names:
         raise SystemExit(
-            f"--variants: unknown {', '.join(unknown) or '(none)'}; choose from {', '.join(VARIANTS)}"
+            f"--variants: unknown {', '.join(unknown) or '(none)'}; choose from {', '.join(ALL_VARIANTS)}"
         )
     return names
 

@@ -12,7 +12,14 @@ import torch
 
 from benchmarks import closed_loop_stats as stats
 from benchmarks.closed_loop import choose_lr, parse_args, sweep_signal
-from benchmarks.closed_loop_tasks import TRAIN_ALGO, VARIANTS, WORDINGS, write_tasks
+from benchmarks.closed_loop_tasks import (
+    ALL_VARIANTS,
+    EXTRA_VARIANTS,
+    TRAIN_ALGO,
+    VARIANTS,
+    WORDINGS,
+    write_tasks,
+)
 from recreate.finetune.online import replay_batch, versions_behind
 from tapo_backend.losses import compute_policy_loss
 from tapo_backend.losses.config import resolve
@@ -28,9 +35,15 @@ def test_each_variant_differs_from_the_one_before_in_one_setting_only() -> None:
         {"state_correction"},
         {"clip_schedule", "clip_exponent"},  # the position clip is one setting spelled in two keys
     ]
-    assert all(set(v) == set(VARIANTS["grpo"]) for v in VARIANTS.values())  # every variant spells all out
-    for settings in VARIANTS.values():
+    assert all(set(v) == set(VARIANTS["grpo"]) for v in ALL_VARIANTS.values())  # each spells all out
+    for settings in ALL_VARIANTS.values():
         resolve(TRAIN_ALGO, **settings)  # valid for the loss the benchmark trains through
+
+
+def test_the_state_correction_is_also_measured_without_the_dapo_settings() -> None:
+    grpo, geo = VARIANTS["grpo"], EXTRA_VARIANTS["grpo+geo"]
+    assert {k for k in grpo if grpo[k] != geo[k]} == {"state_correction"}
+    assert geo["state_correction"] == VARIANTS["tapo"]["state_correction"]
 
 
 @pytest.mark.parametrize("registry_name", ["grpo", "dapo", "tapo"])
@@ -60,9 +73,9 @@ def test_the_variants_really_differ_on_a_stale_batch() -> None:
     lp = old + torch.randn(8, 20, generator=gen) * 0.8
     adv = torch.randn(8, generator=gen)
     losses = {
-        n: compute_policy_loss(TRAIN_ALGO, lp, old, adv, mask, **c)[0].item() for n, c in VARIANTS.items()
+        n: compute_policy_loss(TRAIN_ALGO, lp, old, adv, mask, **c)[0].item() for n, c in ALL_VARIANTS.items()
     }
-    assert len({round(v, 6) for v in losses.values()}) == len(VARIANTS), losses
+    assert len({round(v, 6) for v in losses.values()}) == len(ALL_VARIANTS), losses
 
 
 def test_task_sets_are_disjoint_worded_and_correct(tmp_path: Path) -> None:
