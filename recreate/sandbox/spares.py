@@ -97,12 +97,10 @@ class Spares:
                 close_when_opened(future)
 
     def _forget_inherited(self) -> None:
-        """In a forked child: the spares are the parent's. Make this copy of each inert (closing it
-        here would kill the parent's sandbox) and start with none."""
-        for future in self._ready.values():
-            session = _usable(future)
-            if session is not None:
-                session.closed = True  # type: ignore[attr-defined]
+        """In a forked child: the spares are the parent's; start with none. Nothing here may wait on a
+        lock: a future's, held by a parent thread at the fork, hung the child (a close's kill child
+        among them, whose inherited pipes then kept the parent's sandboxes alive after the parent died).
+        The dropped copies never close the parent's sessions (`ClosingSession.__del__`)."""
         self._lock = threading.Lock()  # a parent thread may have held it at the fork
         self._ready = {}
         self._asked = OrderedDict()

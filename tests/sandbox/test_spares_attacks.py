@@ -195,13 +195,21 @@ def test_spares_end_with_their_process(public_dir: Path, how: str) -> None:
     run = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert "ready" in run.stdout, run.stderr
     uids = session_uids(public_dir)
-    deadline = time.monotonic() + 20
-    while any(uid_processes(uid) for uid in uids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(uid_processes(uid) for uid in uids)
+
+    def gone_within(seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while any(uid_processes(uid) for uid in uids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return not any(uid_processes(uid) for uid in uids)
+
     if how == "exit":
-        assert run.returncode == 0 and "Traceback" not in run.stderr
-    else:  # what a killed owner left (directories, cgroups) goes at the next open in the same place
+        assert gone_within(20) and run.returncode == 0 and "Traceback" not in run.stderr
+    else:
+        # A bwrap started in the instant its owner is killed can outlive it (bwrap sets its parent-death
+        # signal once running): what a killed owner left goes at the next open in the same place.
+        if not gone_within(20):
+            BwrapSandbox(base_dir=str(public_dir)).open(SandboxSpec()).close()
+            assert gone_within(20)
         BwrapSandbox(base_dir=str(public_dir)).open(SandboxSpec()).close()
     assert not any(public_dir.iterdir())
 
