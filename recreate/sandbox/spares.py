@@ -129,8 +129,7 @@ class SpareKeeping:
     session_alive: Callable[[Session], bool] = staticmethod(lambda session: True)
     _process_local: tuple[str, ...] = ()  # attributes a copy starts without (their class defaults)
 
-    def _open_now(self, spec: SandboxSpec | None) -> Session:
-        raise NotImplementedError
+    _open_now: Callable[[SandboxSpec | None], Session]  # each backend's own uncached open
 
     def _keep_spares(self) -> None:
         self._spares = Spares(self._open_now, alive=type(self).session_alive)
