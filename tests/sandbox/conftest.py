@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,6 +33,15 @@ def host_processes(needle: str) -> list[int]:
                 continue
             if needle in cmdline:
                 found.append(int(entry.name))
+    return found
+
+
+def wait_until_running(needle: str, seconds: float = 10.0) -> list[int]:
+    """`host_processes(needle)` once it finds something: a command started with `&` may still be a
+    forked shell, not yet the program it execs, when the command that started it returns."""
+    deadline = time.monotonic() + seconds
+    while not (found := host_processes(needle)) and time.monotonic() < deadline:
+        time.sleep(0.02)
     return found
 
 

@@ -18,7 +18,7 @@ import pytest
 from recreate.sandbox import SandboxError, get_sandbox
 from recreate.sandbox.cgroups import memory_limit_support
 from recreate.sandbox.host import HostSession, uid_processes
-from tests.sandbox.conftest import host_processes
+from tests.sandbox.conftest import host_processes, wait_until_running
 
 MB = 1024 * 1024
 
@@ -146,7 +146,7 @@ def test_background_process_does_not_hold_run_and_dies_on_close(open_session) ->
     session = open_session()
     result = session.run("sleep 4721 & echo started", timeout=30)
     assert result.ok and result.stdout == "started\n"
-    assert host_processes("sleep 4721")
+    assert wait_until_running("sleep 4721")
     session.close()
     assert wait_until_gone("sleep 4721") == []
     assert leftovers(session) == []

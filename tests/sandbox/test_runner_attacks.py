@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from recreate.sandbox import SandboxError
-from tests.sandbox.conftest import OpenSession, _make_opener, host_processes
+from tests.sandbox.conftest import OpenSession, _make_opener, wait_until_running
 from tests.sandbox.test_hostile import wait_until_gone
 
 # Writes "0\n" (an exit status, a pid) to every descriptor 3..63 it holds, and takes whatever request
@@ -135,7 +135,7 @@ def test_commands_run_unprivileged_in_the_session_cgroup(open_bwrap) -> None:
     assert re.search(r"Uid:\s+65534\s+65534\s+65534\s+65534", status)
     assert re.search(r"CapEff:\s+0+\n", status)
     session.run("sleep 4831 &", timeout=30)
-    (sleeper,) = host_processes("sleep 4831")
+    (sleeper,) = wait_until_running("sleep 4831")
     runner = session._runner.pid  # type: ignore[attr-defined]
     assert Path(f"/proc/{sleeper}/cgroup").read_text() == Path(f"/proc/{runner}/cgroup").read_text()
     if session.cgroup is not None:  # type: ignore[attr-defined]
@@ -237,6 +237,6 @@ def test_a_command_cannot_leave_or_loosen_its_cgroup(open_host) -> None:
         " done; sleep 4861 & echo checked"
     )
     assert session.run(attempt, timeout=30).stdout == "checked\n"
-    (sleeper,) = host_processes("sleep 4861")
+    (sleeper,) = wait_until_running("sleep 4861")
     runner = session._runner.pid  # type: ignore[attr-defined]
     assert Path(f"/proc/{sleeper}/cgroup").read_text() == Path(f"/proc/{runner}/cgroup").read_text()
