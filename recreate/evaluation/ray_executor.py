@@ -58,6 +58,7 @@ AUTH_MODE = "RAY_AUTH_MODE"  # "token": this driver sends Ray's auth token (a cl
 RETRIES = 2  # runs again of an attempt whose worker died, before it is recorded as a machine error
 CONNECT_TIMEOUT_S = 5.0  # to reach a cluster's client port
 PING_TIMEOUT_S = 2.0  # for its answer to one ping (milliseconds, from a Ray client server)
+JOIN_TRIES = 3  # a head's client server for this driver may fail to start; the next join gets a new one
 OBJECT_STORE_BYTES = 128 * 1024**2  # the local cluster's: trajectories are small
 
 
@@ -201,7 +202,7 @@ class RayExecutor:
         )
         try:
             if self.address:
-                ray.init(address=self.address, **quiet)
+                self._join(ray, quiet)
             else:
                 # loopback only, whatever this environment said or when ray was imported: read by the
                 # driver (the address it gives the node) and by the processes it starts (what they bind)
@@ -219,6 +220,19 @@ class RayExecutor:
         except Exception as exc:  # one line: what failed, what to do
             ray.shutdown()  # whatever it started
             raise RuntimeError(f"{where} ({one_line(exc)}); or run with --executor threads") from None
+
+    def _join(self, ray: Any, quiet: dict[str, Any]) -> None:
+        """`ray.init` on the cluster, again on a `ConnectionError`: the head starts a client server for
+        each driver and one can fail to start or to take its token (seen on a busy head's first join);
+        a head that does not answer or refuses the token is ruled out before (`_answers`, `_admits`)."""
+        for tries_left in reversed(range(JOIN_TRIES)):
+            try:
+                ray.init(address=self.address, **quiet)
+                return
+            except ConnectionError:
+                if not tries_left:
+                    raise
+                ray.shutdown()
 
     def attempt(self, rollouts: Rollouts, task: Task, seed: int) -> Trajectory:
         remote = self.connect()

@@ -101,7 +101,10 @@ def head() -> Iterator[Head]:
     marker = f"recreate-test-head-{uuid.uuid4().hex}"
     env = {k: v for k, v in os.environ.items() if k not in RAY_SETTINGS}
     env |= {"HOME": str(root / "home"), "RAY_AUTH_MODE": "token", "OPENAI_API_KEY": FAKE_KEY,
-            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RECREATE_TEST_HEAD": marker}  # fmt: skip
+            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RECREATE_TEST_HEAD": marker,
+            # the head starts a client server for each driver, and one was seen never to answer (or to
+            # refuse the token it was given): the join fails after this long, and the driver tries again
+            "RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S": "20"}  # fmt: skip
     client = _free_port()
     command = [str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
                f"--port={_free_port()}", f"--ray-client-server-port={client}", "--num-cpus=2",
@@ -117,6 +120,12 @@ def head() -> Iterator[Head]:
     finally:
         _stop(process, marker)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _client_server_logs(head: Head) -> str:
+    """The tails of the head's client-server logs, for a failed join."""
+    logs = sorted(head.home.parent.glob("ray/session_*/logs/ray_client_server*"))
+    return "".join(f"\n--- {log.name}:\n{log.read_text(errors='replace')[-1500:]}" for log in logs)
 
 
 def _eval(
@@ -192,8 +201,9 @@ def test_the_token_may_come_from_any_of_rays_places(head, source, tmp_path):
         (home / ".ray").mkdir(parents=True)
         shutil.copy(head.token_file, home / ".ray" / "auth_token")
     joined = subprocess.run([sys.executable, "-c", _JOIN, head.address], env=env, capture_output=True,
-                            text=True, timeout=60)  # fmt: skip
-    assert joined.returncode == 0 and joined.stdout.split() == ["2.0", "True"], joined.stderr[-3000:]
+                            text=True, timeout=150)  # fmt: skip
+    why = joined.stderr[-3000:] + _client_server_logs(head)
+    assert joined.returncode == 0 and joined.stdout.split() == ["2.0", "True"], why
 
 
 @needs_ray

@@ -24,7 +24,7 @@ from recreate.domains import get_domain
 from recreate.errors import ArgumentError
 from recreate.evaluation import RolloutCache, Rollouts
 from recreate.evaluation.errors import ERROR_KEY
-from recreate.evaluation.ray_executor import RETRIES, RayExecutor
+from recreate.evaluation.ray_executor import JOIN_TRIES, RETRIES, RayExecutor
 from recreate.experience.store import ExperienceStore
 from recreate.models import Budget, BudgetExceeded, UsageLedger
 from recreate.sandbox import SandboxSpec, get_sandbox
@@ -408,3 +408,41 @@ def test_a_meter_that_cannot_be_read_makes_an_error_never_a_score(cluster, opena
     traj, _, _ = ray.get(remote.remote([recipe], runner_key(rollouts), domain.tasks("all")[0], 0, metered))
     assert traj.evaluation is None and traj.metadata["rollout_error"] == "machine"
     assert "budget meter could not be read" in traj.metadata["rollout_error_reason"]
+
+
+class _FlakyHead:
+    """Ray's `init`/`shutdown` for a head whose client server for a driver fails to start `failures`
+    times (as a busy head's was seen to: Ray raises ConnectionAbortedError), or raises `other`."""
+
+    def __init__(self, failures: int, other: Exception | None = None):
+        self.failures, self.other, self.calls = failures, other, []
+
+    def init(self, **kwargs: object) -> None:
+        self.calls.append("init")
+        if self.other is not None:
+            raise self.other
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionAbortedError("Initialization failure: Starting Ray client server failed")
+
+    def shutdown(self) -> None:
+        self.calls.append("shutdown")
+
+
+def test_a_join_the_head_fails_to_serve_is_tried_again_then_one_line() -> None:
+    executor = RayExecutor("ray://127.0.0.1:10001")
+    head = _FlakyHead(failures=JOIN_TRIES - 1)
+    executor._init(head)
+    assert head.calls == ["init", "shutdown"] * (JOIN_TRIES - 1) + ["init"]
+
+    head = _FlakyHead(failures=JOIN_TRIES)
+    with pytest.raises(RuntimeError) as failed:
+        executor._init(head)
+    assert head.calls.count("init") == JOIN_TRIES
+    assert str(failed.value).startswith("cannot join the Ray cluster at ray://127.0.0.1:10001 (")
+    assert "Starting Ray client server failed" in str(failed.value) and "\n" not in str(failed.value)
+
+    head = _FlakyHead(failures=0, other=ValueError("a version mismatch"))  # not a failed start: no retry
+    with pytest.raises(RuntimeError, match="a version mismatch"):
+        executor._init(head)
+    assert head.calls == ["init", "shutdown"]
