@@ -90,6 +90,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--sweep-seed", type=int, default=1000, help="loop seed of the sweep (not a compared one)"
     )
+    ap.add_argument(
+        "--sweep-only", action="store_true", help="run the sweeps of --variants, write sweep.json, stop"
+    )
     ap.add_argument("--staleness", default="0,4,16", help="lags k (policy versions) to run; 0 = on-policy")
     ap.add_argument("--staleness-variants", default="grpo,tapo", help="variants run at k > 0")
     ap.add_argument("--wording", default="sum-of", choices=tuple(WORDINGS))
@@ -333,6 +336,17 @@ def report(args: argparse.Namespace, results: dict[str, Any], shared: dict[str, 
     print(f"\nresults and plot: {args.results}/closed_loop.{{json,png}}  runs: {args.out}")
 
 
+def write_sweeps(args: argparse.Namespace, bench: Bench, shared: dict[str, Any]) -> None:
+    """The sweep phase alone (it takes hours): each variant's rate, for a later run's --lr."""
+    sweeps = {variant: sweep(bench, variant) for variant in args.variants}
+    document = {"benchmark": "benchmarks/closed_loop.py --sweep-only", "date": time.strftime("%Y-%m-%d"),
+                "settings": shared, "sweep": sweeps}  # fmt: skip
+    args.results.mkdir(parents=True, exist_ok=True)
+    (args.results / "sweep.json").write_text(json.dumps(document, indent=1, default=str), encoding="utf-8")
+    chosen = {variant: block["chosen"] for variant, block in sweeps.items()}
+    print(f"sweep: chosen rates {json.dumps(chosen)}  ({args.results}/sweep.json)")
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     shared = {k: v for k, v in vars(args).items() if k not in ("home", "out", "results")}
@@ -340,6 +354,9 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.variants:
         print(f"  {name:10} {ALL_CHANGES[name]:70} {json.dumps(ALL_VARIANTS[name])}")
     bench = Bench(args)
+    if args.sweep_only:
+        write_sweeps(args, bench, shared)
+        return
     base_dir = bench.base()
     base = float(np.mean(bench.scores(base_dir, 0)[0][0]))
     print(f"base pass@1 of '{WORDINGS[args.wording]}': {base:.3f} over {len(bench.val_ids)} held-out tasks")

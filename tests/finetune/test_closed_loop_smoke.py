@@ -42,3 +42,21 @@ def test_one_iteration_of_two_variants_writes_paired_results_and_a_plot(
         assert [r["iteration"] for r in run["rows"]] == [0, 1] and run["diverged"] is None
     settings = json.loads((tmp_path / "runs" / "k0" / "tapo" / "seed-0" / "config.json").read_text())
     assert settings["loss"]["state_correction"] == "geo" and settings["algo"] == "tapo"
+
+
+def test_the_sweep_alone_picks_a_rate_per_variant_from_training_runs_only(
+    hf_model: Path, tmp_path: Path
+) -> None:
+    results, runs = tmp_path / "results", tmp_path / "runs"
+    main([
+        "--variants", "grpo", "--sweep-only", "--sweep-lrs", "1e-4,3e-4", "--sweep-iterations", "2",
+        "--wording", "plus", "--train-tasks", "4", "--val-tasks", "2", "--tasks-per-iteration", "2",
+        "--group-size", "2", "--steps", "1", "--eval-seeds", "1", "--reply-tokens", "48",
+        "--home", str(hf_model.parent.parent), "--out", str(runs), "--results", str(results),
+    ])  # fmt: skip
+    sweep = json.loads((results / "sweep.json").read_text())["sweep"]
+    assert list(sweep) == ["grpo"] and set(sweep["grpo"]["signals"]) == {"0.0001", "0.0003"}
+    assert sweep["grpo"]["chosen"] in (1e-4, 3e-4)
+    assert all(0.0 <= signal <= 1.0 for signal in sweep["grpo"]["signals"].values())
+    assert not (runs / "base").exists() and not (runs / "k0").exists()  # nothing held out was run
+    assert not list(runs.glob("sweep/*/*/eval")) and not (results / "closed_loop.json").exists()
