@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from recreate.sandbox import SandboxError, get_sandbox, resolve_sandbox
-from recreate.sandbox.process import CappedOutput, exit_code_of
+from recreate.sandbox.process import _SETPRIV, CappedOutput, exit_code_of
 from recreate.sandbox.shell import sandbox_env, shell_argv
 from recreate.sandbox.workspace import read_file, workspace_parts, write_file
+from tests.sandbox.conftest import host_processes
 
 
 def test_capped_output_keeps_head_and_tail_and_counts_all() -> None:
@@ -104,3 +109,36 @@ def test_read_refuses_oversized_files(tmp_path: Path) -> None:
     (tmp_path / "big").write_bytes(b"x" * 100)
     with pytest.raises(SandboxError, match="limit"):
         read_file(tmp_path, ["big"], 99)
+
+
+_STARTER = """
+import subprocess, sys, time
+from recreate.sandbox.process import as_user
+from tests.sandbox.conftest import host_processes
+prefix, _ = as_user(None, die_with_us=True)
+# the chain waits before setpriv: with a delay, this starter is gone before the death signal is set
+delay, marker, stay = sys.argv[1:]
+late = ["/bin/sh", "-c", 'sleep "$0"; exec "$@"', delay, *prefix, "sleep", marker]
+subprocess.Popen(late, start_new_session=True)
+if stay == "stay":
+    time.sleep(1.0)
+    print("ran" if host_processes("sleep " + marker) else "did not run")
+"""
+
+
+@pytest.mark.skipif(not _SETPRIV, reason="util-linux setpriv is not installed")
+@pytest.mark.parametrize("starter_dies", [True, False])
+def test_a_child_whose_starter_died_before_its_death_signal_was_set_exits(starter_dies: bool) -> None:
+    """The window bwrap keepers had: an owner SIGKILLed between its fork and setpriv's prctl left the
+    keeper running forever (ppid 1; no parent-death signal would come). A starter that stays gets its
+    child, which dies with it."""
+    marker = f"{4000 + os.getpid() % 1000}.25"  # a sleep length that names this test's process
+    argv = [sys.executable, "-c", _STARTER, "0.3" if starter_dies else "0", marker]
+    started = subprocess.run([*argv, "go" if starter_dies else "stay"], capture_output=True, text=True,
+                             timeout=60, cwd=Path(__file__).parents[2])  # fmt: skip
+    assert started.returncode == 0 and started.stdout == ("" if starter_dies else "ran\n"), started.stderr
+    time.sleep(1.0)
+    left = host_processes(f"sleep {marker}")
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert left == [], "the child outlived its starter"
