@@ -7,8 +7,9 @@ ceil(N / C) * 7 * L. Everything else is real: HTTP to a local OpenAI-compatible 
 process, like any real endpoint: in ours its threads would take turns with ours on the GIL), bubblewrap
 sandboxes for the agent and the evaluator, the experience store and the scaffold store.
 
-`--breakdown` times the parts of the serial phase (one task at a time, so every part is on the critical
-path): model calls, sandbox opens, commands, evaluations and the rest, per task.
+`--breakdown` times the parts of a task: model calls, sandbox opens, commands, file copies, experience
+writes and the rest, per task, in the serial phase (one task at a time: every part is on the critical
+path) and again in the threads phase (what concurrency adds to each part).
 
 `--executor ray` runs the same phase a second time with each rollout a Ray task on a local Ray (started
 before either phase; its workers warm up on the round's v0 validation, as they do in any run) and prints
@@ -161,21 +162,25 @@ def timed_parts() -> Iterator[dict[str, list[tuple[float, float]]]]:
 
 
 def print_breakdown(
-    timed: dict[str, list[tuple[float, float]]], window: tuple[float, float], tasks: int, latency: float
+    timed: dict[str, list[tuple[float, float]]],
+    window: tuple[float, float],
+    task_walls: list[float],
+    latency: float,
+    how: str,
 ) -> None:
-    """Per task of a serial phase: each part's time, the model calls' time beyond the simulated
-    latency, and the rest."""
+    """Per task of a phase: each part's time, the model calls' time beyond the simulated latency, and
+    the rest (a task's wall time less its parts: our code, and waiting for the GIL or a core)."""
     parts = {k: [d for start, d in v if window[0] <= start <= window[1]] for k, v in timed.items()}
     parts = {k: v for k, v in parts.items() if v}
-    phase = window[1] - window[0]
-    print(f"where a task's {phase / tasks * 1000:.0f} ms go (serial, {tasks} tasks; per task, ms):")
+    tasks, wall = len(task_walls), sum(task_walls)
+    print(f"where a task's {wall / tasks * 1000:.0f} ms go ({how}, {tasks} tasks; per task, ms):")
     calls = len(parts.get("model call", []))
     for label, times in sorted(parts.items(), key=lambda item: -sum(item[1])):
         print(f"  {label:<17} {sum(times) / tasks * 1000:7.1f}  ({len(times) / tasks:.1f} a task, p50 "
               f"{statistics.median(times) * 1000:.1f} ms)")  # fmt: skip
     beyond = sum(parts.get("model call", [])) - calls * latency
     print(f"  {'of which beyond the simulated latency':<17}: {beyond / tasks * 1000:.1f}")
-    print(f"  {'rest (our code)':<17} {(phase - sum(sum(t) for t in parts.values())) / tasks * 1000:7.1f}")
+    print(f"  {'rest':<17} {(wall - sum(sum(t) for t in parts.values())) / tasks * 1000:7.1f}")
 
 
 def main() -> None:
@@ -203,16 +208,20 @@ def main() -> None:
         f"concurrency 1, sandboxes and evaluation included): {scaling_ideal:.1f} tasks/min"
     )
     if parts is not None:
-        print_breakdown(parts, window, len(serial_tasks), args.latency)
+        print_breakdown(parts, window, serial_tasks, args.latency, "serial")
     rates = {}
     for name, executor in [("threads", None)] + ([("ray", on_ray)] if on_ray is not None else []):
-        phase, per_task, _ = run_phase(args.tasks, args.concurrency, args.latency, executor)
+        timing = timed_parts() if args.breakdown and executor is None else contextlib.nullcontext()
+        with timing as parts:
+            phase, per_task, window = run_phase(args.tasks, args.concurrency, args.latency, executor)
         rates[name] = rate = 60 * args.tasks / phase
         p50 = statistics.median(per_task)
         print(
             f"{name:>7}: {rate:.1f} tasks/min (phase {phase:.2f} s; task p50 {p50:.2f} s)"
             f" -> ratio to ideal A {rate / llm_ideal:.3f}, to ideal B {rate / scaling_ideal:.3f}"
         )
+        if parts is not None:
+            print_breakdown(parts, window, per_task, args.latency, f"concurrency {args.concurrency}")
     if on_ray is not None:
         print(f"ray / threads: {rates['ray'] / rates['threads']:.3f}")
 
