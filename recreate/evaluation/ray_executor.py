@@ -222,15 +222,16 @@ class RayExecutor:
             raise RuntimeError(f"{where} ({one_line(exc)}); or run with --executor threads") from None
 
     def _join(self, ray: Any, quiet: dict[str, Any]) -> None:
-        """`ray.init` on the cluster, again on a `ConnectionError`: the head starts a client server for
-        each driver and one can fail to start or to take its token (seen on a busy head's first join);
-        a head that does not answer or refuses the token is ruled out before (`_answers`, `_admits`)."""
+        """`ray.init` on the cluster, again when the head's side of the join failed: the head starts a
+        client server for each driver, and one can fail to start or to take its token (seen on a busy
+        head's first join). Not again when the head never answered (Ray's client waited ~30 s already);
+        a refused token was ruled out before (`_admits`)."""
         for tries_left in reversed(range(JOIN_TRIES)):
             try:
                 ray.init(address=self.address, **quiet)
                 return
-            except ConnectionError:
-                if not tries_left:
+            except ConnectionError as exc:
+                if not tries_left or "connection timeout" in str(exc):
                     raise
                 ray.shutdown()
 
