@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 import sys
 import time
@@ -245,7 +246,14 @@ def sweep(bench: Bench, variant: str) -> dict[str, Any]:
         run = bench.loop(bench.out / "sweep" / variant / f"lr-{lr:g}", config, held_out=False)
         signals[lr] = sweep_signal(run["rows"], run["diverged"])
         print(f"sweep {variant} lr {lr:g}: training reward after updates {signals[lr]:.3f}")
-    return {"signals": {f"{lr:g}": s for lr, s in signals.items()}, "chosen": choose_lr(signals)}
+    chosen = choose_lr(signals)
+    if not math.isfinite(signals[chosen]):
+        print(f"sweep {variant}: every rate diverged or learned nothing to measure; the lowest is used")
+    return {  # a rate without a finite signal (diverged, or no batch after an update) is null
+        "signals": {f"{lr:g}": (s if math.isfinite(s) else None) for lr, s in signals.items()},
+        "chosen": chosen,
+        "chosen_by_default": not math.isfinite(signals[chosen]),
+    }
 
 
 def run_all(bench: Bench) -> dict[str, Any]:
@@ -337,7 +345,8 @@ def report(args: argparse.Namespace, results: dict[str, Any], shared: dict[str, 
 
 
 def write_sweeps(args: argparse.Namespace, bench: Bench, shared: dict[str, Any]) -> None:
-    """The sweep phase alone (it takes hours): each variant's rate, for a later run's --lr."""
+    """The sweep phase alone (it takes hours). A later run without --lr in the same --out (same settings)
+    finds these sweep runs done and chooses the same rates from them."""
     sweeps = {variant: sweep(bench, variant) for variant in args.variants}
     document = {"benchmark": "benchmarks/closed_loop.py --sweep-only", "date": time.strftime("%Y-%m-%d"),
                 "settings": shared, "sweep": sweeps}  # fmt: skip

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from benchmarks import closed_loop_stats as stats
-from benchmarks.closed_loop import choose_lr, parse_args, sweep_signal
+from benchmarks.closed_loop import choose_lr, parse_args, sweep, sweep_signal
 from benchmarks.closed_loop_tasks import (
     ALL_VARIANTS,
     EXTRA_VARIANTS,
@@ -116,6 +116,32 @@ def test_the_sweep_reads_training_reward_after_updates_only() -> None:
     assert sweep_signal(rows, "the loss is nan") == float("-inf")
     assert choose_lr({3e-4: 0.5, 1e-4: 0.5, 3e-5: 0.1}) == 1e-4  # ties go to the lower rate
     assert choose_lr({3e-4: float("-inf"), 1e-4: 0.2}) == 1e-4
+
+
+class _SweepRuns:
+    """A bench whose training runs end as `outcomes` says per rate (a reward, or diverged)."""
+
+    def __init__(self, outcomes: dict[float, float | None], out: Path):
+        self.outcomes, self.out = outcomes, out
+        self.args = parse_args(["--sweep-lrs", ",".join(f"{lr:g}" for lr in outcomes)])
+
+    def config(self, variant: str, lr: float, seed: int, iterations: int) -> float:
+        return lr
+
+    def loop(self, run_dir: Path, lr: float, *, held_out: bool) -> dict:
+        assert not held_out  # the sweep never runs the held-out tasks
+        reward = self.outcomes[lr]
+        rows = [{"iteration": i, "reward_mean": reward} for i in range(1, 4)]
+        return {"rows": rows, "diverged": None if reward is not None else "the loss is nan"}
+
+
+def test_a_sweep_with_diverged_rates_writes_valid_json_and_says_when_nothing_chose(tmp_path: Path) -> None:
+    some = sweep(_SweepRuns({3e-5: 0.1, 1e-4: 0.3, 3e-4: None}, tmp_path), "grpo")
+    assert some == {"signals": {"3e-05": 0.1, "0.0001": 0.3, "0.0003": None}, "chosen": 1e-4,
+                    "chosen_by_default": False}  # fmt: skip
+    none = sweep(_SweepRuns({1e-4: None, 3e-4: None}, tmp_path), "grpo")
+    assert none["chosen"] == 1e-4 and none["chosen_by_default"]
+    json.dumps([some, none], allow_nan=False)  # no -Infinity: valid JSON
 
 
 @pytest.mark.parametrize(
