@@ -205,6 +205,26 @@ def mean_metrics(path: Path) -> dict[str, float]:
     return {k: sum(r.get(k, 0.0) for r in rows) / len(rows) for k in sorted(keys)}
 
 
+def _check_resumable(run_dir: Path, config: OnlineConfig) -> None:
+    """A run resumes with the settings it started with (more iterations are fine): its rows so far came
+    from those, and the rest must come from the same."""
+    try:
+        before = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # nothing started here (or a config never completed: no row was written under it)
+    now = json.loads(json.dumps(asdict(config)))  # as it was written (tuples are lists there)
+    changed = sorted(k for k in set(before) | set(now) if k != "iterations" and before.get(k) != now.get(k))
+    if changed and _lines(run_dir / "metrics.jsonl"):
+        shown = "; ".join(
+            f"{k} {json.dumps(before.get(k))} there, {json.dumps(now.get(k))} now" for k in changed
+        )
+        raise ArgumentError(
+            f"{{run_dir}} holds a run with other settings ({shown}): resume it with those (more iterations "
+            "are fine) or start another run folder",
+            run_dir=Arg("run_dir", repr(str(run_dir)), str(run_dir), flag="--output-dir"),
+        )
+
+
 def online_train(
     *,
     scaffold: Scaffold,
@@ -229,6 +249,7 @@ def online_train(
     train_config(config, run_dir / "train", 0)  # a bad setting fails now, not after the first rollouts
     sandbox = resolve_sandbox(sandbox)
     run_dir.mkdir(parents=True, exist_ok=True)
+    _check_resumable(run_dir, config)
     (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=1), encoding="utf-8")
     metrics_file = run_dir / "metrics.jsonl"
     rows = [IterationRow(**json.loads(line)) for line in _lines(metrics_file)]

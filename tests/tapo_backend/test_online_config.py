@@ -3,8 +3,10 @@ given on the command line over the file over the loop's defaults; --dry-run prin
 
 from __future__ import annotations
 
+import json
 import re
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recreate.finetune.online import OnlineConfig, train_config
+from recreate.finetune.online import OnlineConfig, _check_resumable, train_config
 from recreate.local import LOCAL_TEMPERATURE
 from tapo_backend import cli
 from tapo_backend.config import ConfigError, LoraSettings
@@ -127,3 +129,30 @@ def test_lag_reaches_the_loop_and_excludes_max_staleness(monkeypatch, capsys, re
     assert "--lag and --max-staleness exclude each other" in err
     with pytest.raises(ValueError, match="lag and max_staleness exclude each other"):
         OnlineConfig(lag=2, max_staleness=1)  # the Python API names its arguments
+
+
+def _started_run(run_dir: Path, config: OnlineConfig) -> Path:
+    """A run folder as an interrupted run leaves it: its settings and one row."""
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text(json.dumps(asdict(config)))
+    (run_dir / "metrics.jsonl").write_text(json.dumps({"iteration": 0}) + "\n")
+    return run_dir
+
+
+def test_a_run_resumes_only_with_the_settings_it_started_with(
+    monkeypatch, capsys, recreate_home, tmp_path
+) -> None:
+    run_dir = _started_run(tmp_path / "run", OnlineConfig(train={"lr": 1e-4}))
+    code, _, err = run_tapo(monkeypatch, capsys, *ONLINE, "--output-dir", str(run_dir), "--lr", "3e-4")
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"error: --output-dir {run_dir} holds a run with other settings (train "), err
+    assert '"lr": 0.0001' in err and '"lr": 0.0003' in err and "more iterations are fine" in err
+    assert json_of(run_dir / "config.json")["train"] == {"lr": 1e-4}  # the run's record is untouched
+
+    _check_resumable(run_dir, OnlineConfig(train={"lr": 1e-4}, iterations=9))  # more iterations: fine
+    (run_dir / "metrics.jsonl").write_text("")  # nothing ran under those settings: any may start
+    _check_resumable(run_dir, OnlineConfig(train={"lr": 3e-4}))
+
+
+def json_of(path: Path) -> dict:
+    return json.loads(path.read_text())
