@@ -274,7 +274,8 @@ def run_all(bench: Bench) -> dict[str, Any]:
         for variant in names:
             grid, runs = [], []
             for seed in range(args.seeds):
-                run_dir = bench.out / f"k{lag}" / variant / f"seed-{seed}"
+                # the rate names the folder too: a later run at another rate is another run
+                run_dir = bench.out / f"k{lag}" / f"{variant}-lr{lrs[variant]:g}" / f"seed-{seed}"
                 started = time.time()
                 run = bench.loop(
                     run_dir, bench.config(variant, lrs[variant], seed, iterations, lag), held_out=True

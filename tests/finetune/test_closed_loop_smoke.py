@@ -40,7 +40,7 @@ def test_one_iteration_of_two_variants_writes_paired_results_and_a_plot(
     assert difference["per_iteration"][0] == {"iteration": 0, "difference": 0.0, "ci": [0.0, 0.0]}  # one base
     for run in document["runs"]["k0/grpo"] + document["runs"]["k0/tapo"]:
         assert [r["iteration"] for r in run["rows"]] == [0, 1] and run["diverged"] is None
-    settings = json.loads((tmp_path / "runs" / "k0" / "tapo" / "seed-0" / "config.json").read_text())
+    settings = json.loads((tmp_path / "runs" / "k0" / "tapo-lr0.0001" / "seed-0" / "config.json").read_text())
     assert settings["loss"]["state_correction"] == "geo" and settings["algo"] == "tapo"
 
 
