@@ -130,7 +130,8 @@ def plot(
         right.fill_between(x, [r["ci"][0] for r in rows], [r["ci"][1] for r in rows], alpha=0.15)
     right.axhline(0.0, color="black", linewidth=0.8)
     right.set(xlabel="iteration", ylabel="paired difference", title="paired by (loop seed, task), 95% CI")
-    right.legend(fontsize=8)
+    if differences:  # one variant: nothing to pair
+        right.legend(fontsize=8)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)

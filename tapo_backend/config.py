@@ -76,6 +76,7 @@ class TrainConfig:
     run_name: str = ""  # default: a UTC timestamp
     output_dir: str = ""  # default: $RECREATE_HOME/tapo/<run_name>
     save_every: int = 0  # optimizer steps between checkpoints; 0 = only at the end
+    keep_checkpoints: int = 1  # newest checkpoints kept (one is all a resume needs); 0 = keep every one
     log_every: int = 1
     tensorboard: bool = False
 
@@ -104,6 +105,8 @@ class TrainConfig:
         for name in ("micro_batch_size", "grad_accumulation", "epochs", "min_group_size", "log_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.keep_checkpoints < 0:
+            raise ConfigError(f"keep_checkpoints must be >= 0 (0: every one), got {self.keep_checkpoints}")
         if self.temperature <= 0:
             raise ConfigError(f"temperature must be > 0, got {self.temperature}")
         if self.lr <= 0:

@@ -14,6 +14,7 @@ import json
 import logging
 import math
 import random
+import shutil
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -174,27 +175,70 @@ logging.getLogger("accelerate.utils.other").addFilter(_TiedHeadNotice())
 
 
 def _latest_checkpoint(output_dir: Path) -> Path | None:
-    done = sorted(p.parent for p in (output_dir / "checkpoints").glob("step-*/trainer_state.json"))
+    done = _finished_checkpoints(output_dir)
     return done[-1] if done else None
 
 
-def save_checkpoint(accelerator: Accelerator, output_dir: Path, step: int, examples: list[Example]) -> Path:
+def _finished_checkpoints(output_dir: Path) -> list[Path]:
+    """Checkpoints whose save completed (trainer_state.json is written last), oldest first."""
+    return sorted(p.parent for p in (output_dir / "checkpoints").glob("step-*/trainer_state.json"))
+
+
+def keep_trainable_weights(accelerator: Accelerator) -> None:
+    """Checkpoints hold only the weights training changes (with LoRA: the adapter, not a copy of the
+    frozen base each time); a resume reloads the rest from the model it starts from."""
+
+    def only_trainable(models: list[Any], weights: list[dict[str, Any]], output_dir: str) -> None:
+        for model, state in zip(models, weights, strict=False):  # FSDP/DeepSpeed save their own way
+            trainable = {name for name, p in model.named_parameters() if p.requires_grad}
+            for name in [name for name in state if name not in trainable]:
+                del state[name]
+
+    accelerator.register_save_state_pre_hook(only_trainable)
+
+
+def save_checkpoint(
+    accelerator: Accelerator, output_dir: Path, step: int, examples: list[Example], *, keep: int = 0
+) -> Path:
+    """Save the training state at `step`; then drop all but the newest `keep` finished ones (0: none)."""
     directory = output_dir / "checkpoints" / f"step-{step:07d}"
     accelerator.save_state(str(directory))
     if accelerator.is_main_process:
         computed = {e.trajectory_id: (e.iteration_logprobs, e.ref_logprobs) for e in examples}
         torch.save(computed, directory / "logprobs.pt")
         (directory / "trainer_state.json").write_text(json.dumps({"step": step}))
+        if keep:
+            for old in _finished_checkpoints(output_dir)[:-keep]:
+                shutil.rmtree(old, ignore_errors=True)
     accelerator.wait_for_everyone()
     return directory
 
 
-def load_checkpoint(accelerator: Accelerator, directory: Path, examples: list[Example]) -> int:
-    accelerator.load_state(str(directory))
+def load_checkpoint(accelerator: Accelerator, policy: Any, directory: Path, examples: list[Example]) -> int:
+    _check_holds_trainable(policy, directory)
+    # not strict: the frozen weights are not in the checkpoint (keep_trainable_weights); they are the
+    # model's as loaded
+    accelerator.load_state(str(directory), strict=False)
     computed = torch.load(directory / "logprobs.pt")
     for example in examples:
         example.iteration_logprobs, example.ref_logprobs = computed[example.trajectory_id]
     return json.loads((directory / "trainer_state.json").read_text())["step"]
+
+
+def _check_holds_trainable(policy: Any, directory: Path) -> None:
+    weights = directory / "model.safetensors"
+    if not weights.is_file():  # FSDP/DeepSpeed write their own layouts and check them on load
+        return
+    from safetensors import safe_open
+
+    with safe_open(str(weights), "pt") as saved:
+        names = set(saved.keys())
+    missing = [name for name, p in policy.named_parameters() if p.requires_grad and name not in names]
+    if missing:
+        raise DataError(
+            f"--resume: {directory} lacks {len(missing)} of the weights this run trains (e.g. {missing[0]}): "
+            "it was saved with another model or lora setting; resume with the run's own settings"
+        )
 
 
 # -- the loop ----------------------------------------------------------------------------------------
@@ -233,6 +277,7 @@ def train(
     policy, optimizer = accelerator.prepare(policy, optimizer)
     # kept out of prepare(): accelerate would step it once per process; one step = one global update
     accelerator.register_for_checkpointing(scheduler)
+    keep_trainable_weights(accelerator)
     policy.train()
 
     batch_size = config.batch_size * accelerator.num_processes
@@ -247,7 +292,7 @@ def train(
     if resume and checkpoint is None:
         raise DataError(f"--resume: no checkpoint under {output_dir / 'checkpoints'}")
     if checkpoint is not None:
-        step = load_checkpoint(accelerator, checkpoint, examples)
+        step = load_checkpoint(accelerator, policy, checkpoint, examples)
     elif config.loss.get("kl_coef", 0) > 0:  # the reference is the model before any update
         fill_logprobs(
             accelerator, policy, examples, "ref_logprobs", config.micro_batch_size, pad_id, config.temperature
@@ -320,8 +365,8 @@ def train(
                             writer.add_scalar(key, value, step)
                 progress.update(bar, advance=1, loss=metrics.get("loss", 0.0))
                 if config.save_every and step % config.save_every == 0 and step < total_steps:
-                    save_checkpoint(accelerator, output_dir, step, examples)
-        save_checkpoint(accelerator, output_dir, step, examples)
+                    save_checkpoint(accelerator, output_dir, step, examples, keep=config.keep_checkpoints)
+        save_checkpoint(accelerator, output_dir, step, examples, keep=config.keep_checkpoints)
 
     final_dir = output_dir / "final"
     state_dict = accelerator.get_state_dict(policy)  # a collective under FSDP/ZeRO-3: every process calls it

@@ -16,6 +16,7 @@ RENAMES = {  # TRL name -> this project's (same meaning)
     "gradient_accumulation_steps": "grad_accumulation",
     "logging_steps": "log_every",
     "save_steps": "save_every",
+    "save_total_limit": "keep_checkpoints",
 }
 LOSS_KEYS = {  # TRL name -> key of the `loss` table
     "epsilon": "clip_low",

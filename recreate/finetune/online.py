@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -113,6 +114,15 @@ def run_rollouts(
         traj.metadata["policy_version"] = policy_index
         traj.save(out_dir / f"{traj.trajectory_id}.json")
     return trajectories
+
+
+def tasks_of_iteration(tasks: list[Task], seed: int, iteration: int, count: int) -> list[Task]:
+    """The `count` training tasks of `iteration` (>= 1): the order after `iteration` shuffles of one
+    seeded generator, so a resumed run samples what the uninterrupted one would have."""
+    rng, order = random.Random(seed), list(tasks)
+    for _ in range(iteration):
+        rng.shuffle(order)
+    return (order * count)[:count]
 
 
 def pass_at_1(trajectories: list[Trajectory]) -> tuple[float, tuple[float, float]]:
@@ -253,10 +263,15 @@ def online_train(
     (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=1), encoding="utf-8")
     metrics_file = run_dir / "metrics.jsonl"
     rows = [IterationRow(**json.loads(line)) for line in _lines(metrics_file)]
-    rng = random.Random(config.seed)
-    order = list(train_tasks)
+    if len(rows) > config.iterations:  # a finished run: nothing to serve or sample
+        return rows
     val_seeds = list(range(10_000, 10_000 + config.eval_seeds))
     with ServedPolicy(home, run_dir / "policy", parallel=config.concurrency) as policy:
+        if rows and policy.current.name != rows[-1].policy:
+            # killed after publishing an iteration's policy but before writing its row: that iteration
+            # runs again from the policy of the last row, not on top of the one it published
+            log(f"resuming from {rows[-1].policy}: {policy.current.name} has no row in {metrics_file}")
+            policy.rollback(rows[-1].policy)
         tokenizer = load_tokenizer(str(policy.base_dir))
         for iteration in range(len(rows), config.iterations + 1):
             started = time.time()
@@ -268,8 +283,7 @@ def online_train(
                 rollouts: list[Trajectory] = []
                 row = IterationRow(0, version.name, 0.0, (0.0, 0.0))
             else:
-                rng.shuffle(order)
-                tasks = (order * config.tasks_per_iteration)[: config.tasks_per_iteration]
+                tasks = tasks_of_iteration(train_tasks, config.seed, iteration, config.tasks_per_iteration)
                 seeds = [config.seed * 100_000 + iteration * 1000 + g for g in range(config.group_size)]
                 out = run_dir / "rollouts" / f"it-{iteration:03d}"
                 rollouts = run_rollouts(
@@ -289,9 +303,13 @@ def online_train(
                     logprob_mismatch=logprob_mismatch(dataset, version.hf_dir, fresh),
                 )  # fmt: skip
                 if dataset.examples:
+                    # an iteration cut short trains again from its start: its partial files go first
+                    shutil.rmtree(it_config.output_dir, ignore_errors=True)
                     result = train(it_config, batch, str(version.hf_dir), dataset=dataset)
                     row.metrics = mean_metrics(result.metrics_path)
                     version = policy.publish(result.final_dir)
+                    # the adapter is in the published version: its training state (~ a model) is spent
+                    shutil.rmtree(result.output_dir / "checkpoints", ignore_errors=True)
                 elif iteration <= config.lag:
                     log(f"iteration {iteration}: filling the {config.lag}-iteration lag, nothing to train on")
                 else:

@@ -42,6 +42,10 @@ def test_one_iteration_of_two_variants_writes_paired_results_and_a_plot(
         assert [r["iteration"] for r in run["rows"]] == [0, 1] and run["diverged"] is None
     settings = json.loads((tmp_path / "runs" / "k0" / "tapo-lr0.0001" / "seed-0" / "config.json").read_text())
     assert settings["loss"]["state_correction"] == "geo" and settings["algo"] == "tapo"
+    # a published iteration keeps its adapter, not its training state (a model's worth each iteration)
+    runs = sorted((tmp_path / "runs" / "k0").glob("*/seed-0"))
+    assert len(runs) == 2 and all((run / "train" / "it-001" / "final").is_dir() for run in runs)
+    assert not list((tmp_path / "runs").glob("**/checkpoints"))
 
 
 def test_the_sweep_alone_picks_a_rate_per_variant_from_training_runs_only(
@@ -60,3 +64,46 @@ def test_the_sweep_alone_picks_a_rate_per_variant_from_training_runs_only(
     assert all(0.0 <= signal <= 1.0 for signal in sweep["grpo"]["signals"].values())
     assert not (runs / "base").exists() and not (runs / "k0").exists()  # nothing held out was run
     assert not list(runs.glob("sweep/*/*/eval")) and not (results / "closed_loop.json").exists()
+
+
+class _Killed(BaseException):
+    pass
+
+
+def test_a_run_killed_after_publishing_trains_that_iteration_again_from_the_policy_before(
+    hf_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import recreate.finetune.online as online
+
+    argv = [
+        "--variants", "grpo", "--seeds", "1", "--iterations", "1", "--lr", "1e-4", "--staleness", "0",
+        "--wording", "plus", "--train-tasks", "4", "--val-tasks", "2", "--tasks-per-iteration", "2",
+        "--group-size", "2", "--steps", "1", "--eval-seeds", "1", "--reply-tokens", "48",
+        "--home", str(hf_model.parent.parent), "--out", str(tmp_path / "runs"),
+        "--results", str(tmp_path / "r"),
+    ]  # fmt: skip
+    scored = online.pass_at_1
+
+    def killed_after_the_base_row(trajectories):  # iteration 1's held-out score: its policy is published
+        if any(t.metadata.get("policy_version") == 1 for t in trajectories):
+            raise _Killed
+        return scored(trajectories)
+
+    monkeypatch.setattr(online, "pass_at_1", killed_after_the_base_row)
+    with pytest.raises(_Killed):
+        main(argv)
+    run = tmp_path / "runs" / "k0" / "grpo-lr0.0001" / "seed-0"
+    assert len((run / "metrics.jsonl").read_text().splitlines()) == 1
+    assert [v["index"] for v in json.loads((run / "policy" / "versions.json").read_text())] == [0, 1]
+
+    monkeypatch.setattr(online, "pass_at_1", scored)
+    main(argv)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    versions = json.loads((run / "policy" / "versions.json").read_text())
+    assert [v["index"] for v in versions] == [0, 1]  # trained once from v0, not again on top of v1
+    assert [r["iteration"] for r in rows] == [0, 1] and rows[1]["policy"] == versions[-1]["name"]
+    # a finished run is read, not served again (its policy weights may be gone)
+    for weights in (run / "policy").glob("v*.gguf"):
+        weights.unlink()
+    main(argv)
+    assert [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()] == rows

@@ -4,6 +4,7 @@ given on the command line over the file over the loop's defaults; --dry-run prin
 from __future__ import annotations
 
 import json
+import random
 import re
 import sys
 from dataclasses import asdict
@@ -156,3 +157,19 @@ def test_a_run_resumes_only_with_the_settings_it_started_with(
 
 def json_of(path: Path) -> dict:
     return json.loads(path.read_text())
+
+
+@given(
+    tasks=st.integers(1, 12), count=st.integers(1, 20), seed=st.integers(0, 10_000), stop=st.integers(1, 6)
+)
+def test_an_iterations_tasks_do_not_depend_on_where_the_run_resumed(tasks, count, seed, stop) -> None:
+    from recreate.finetune.online import tasks_of_iteration
+
+    pool = [f"t{i}" for i in range(tasks)]
+    uninterrupted, rng, order = [], random.Random(seed), list(pool)
+    for _ in range(1, stop + 1):  # one process running iterations 1..stop
+        rng.shuffle(order)
+        uninterrupted.append((order * count)[:count])
+    # each iteration alone, as a process resumed at it computes it
+    assert [tasks_of_iteration(pool, seed, i, count) for i in range(1, stop + 1)] == uninterrupted
+    assert all(set(chosen) <= set(pool) and len(chosen) == count for chosen in uninterrupted)

@@ -119,13 +119,25 @@ def _weights(directory: Path) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.slow
-def test_resume_continues_exactly(tmp_path, tiny_model_dir, tokenizer, write_logs) -> None:
+@pytest.mark.parametrize("lora", [None, LoraSettings(r=4, alpha=8)], ids=["full", "lora"])
+def test_resume_continues_exactly(tmp_path, tiny_model_dir, tokenizer, write_logs, lora) -> None:
     logs = write_logs(tasks=4, per_answer=2)  # 16 trajectories, batch 4 -> 4 steps per epoch
     settings = dict(micro_batch_size=2, grad_accumulation=2, epochs=2, warmup_steps=3, save_every=2)
+    settings["lora"] = lora
     straight = train(_config(tmp_path, "straight", max_steps=6, **settings), logs, str(tiny_model_dir))
     # interrupted mid-epoch at step 3, then resumed across the epoch boundary (behaviour log-probs retaken)
     first = train(_config(tmp_path, "resumed", max_steps=3, **settings), logs, str(tiny_model_dir))
     assert first.steps == 3
+    # the newest checkpoint only (keep_checkpoints = 1), holding the weights training changes only
+    assert [p.name for p in (first.output_dir / "checkpoints").iterdir()] == ["step-0000003"]
+    saved = _weights(first.output_dir / "checkpoints" / "step-0000003")
+    base = _weights(tiny_model_dir)
+    if lora is None:
+        assert {name.removeprefix("model.") for name in saved} >= {n.removeprefix("model.") for n in base} - {
+            "lm_head.weight"
+        }
+    else:
+        assert saved and all("lora_" in name for name in saved)
     config = _config(tmp_path, "resumed", max_steps=6, **settings)
     resumed = train(config, logs, str(tiny_model_dir), resume=True)
     assert resumed.steps == 6
@@ -135,6 +147,23 @@ def test_resume_continues_exactly(tmp_path, tiny_model_dir, tokenizer, write_log
         torch.testing.assert_close(a[name], b[name], rtol=1e-5, atol=1e-6)
     steps = [json.loads(line)["step"] for line in resumed.metrics_path.read_text().splitlines()]
     assert steps == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.slow
+def test_every_checkpoint_is_kept_when_asked(tmp_path, tiny_model_dir, write_logs) -> None:
+    settings = dict(micro_batch_size=2, grad_accumulation=1, epochs=2, max_steps=3, save_every=1)
+    config = _config(tmp_path, "all", keep_checkpoints=0, **settings)
+    result = train(config, write_logs(tasks=2, per_answer=1), str(tiny_model_dir))
+    names = sorted(p.name for p in (result.output_dir / "checkpoints").iterdir())
+    assert names == ["step-0000001", "step-0000002", "step-0000003"]
+
+
+@pytest.mark.slow
+def test_resume_with_other_trained_weights_is_an_error(tmp_path, tiny_model_dir, write_logs) -> None:
+    logs = write_logs(tasks=2, per_answer=1)
+    train(_config(tmp_path, "run", max_steps=1, lora=LoraSettings(r=4, alpha=8)), logs, str(tiny_model_dir))
+    with pytest.raises(DataError, match=r"lacks \d+ of the weights this run trains .*lora setting"):
+        train(_config(tmp_path, "run", max_steps=2), logs, str(tiny_model_dir), resume=True)
 
 
 def test_resume_without_checkpoint_is_an_error(tmp_path, tiny_model_dir, write_logs) -> None:
