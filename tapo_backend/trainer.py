@@ -190,11 +190,16 @@ def keep_trainable_weights(accelerator: Accelerator) -> None:
 
     def only_trainable(models: list[Any], weights: list[dict[str, Any]], output_dir: str) -> None:
         for model, state in zip(models, weights, strict=False):  # FSDP/DeepSpeed save their own way
-            trainable = {name for name, p in model.named_parameters() if p.requires_grad}
-            for name in [name for name in state if name not in trainable]:
+            trainable = {_bare(name) for name, p in model.named_parameters() if p.requires_grad}
+            for name in [name for name in state if _bare(name) not in trainable]:
                 del state[name]
 
     accelerator.register_save_state_pre_hook(only_trainable)
+
+
+def _bare(name: str) -> str:
+    """A weight's name without DDP's wrapper prefix (its parameters have it, its state dict not)."""
+    return name.removeprefix("module.")
 
 
 def save_checkpoint(
@@ -232,8 +237,9 @@ def _check_holds_trainable(policy: Any, directory: Path) -> None:
     from safetensors import safe_open
 
     with safe_open(str(weights), "pt") as saved:
-        names = set(saved.keys())
-    missing = [name for name, p in policy.named_parameters() if p.requires_grad and name not in names]
+        names = {_bare(name) for name in saved.keys()}  # noqa: SIM118 (a safetensors file, not a dict)
+    trained = [_bare(name) for name, p in policy.named_parameters() if p.requires_grad]
+    missing = [name for name in trained if name not in names]
     if missing:
         raise DataError(
             f"--resume: {directory} lacks {len(missing)} of the weights this run trains (e.g. {missing[0]}): "

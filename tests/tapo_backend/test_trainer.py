@@ -217,7 +217,13 @@ def test_bf16_checkpointing_and_kl_stay_finite(tmp_path, tiny_model_dir, write_l
 
 
 def _launch_two(
-    tmp_path: Path, logs: Path, model: Path, config: Path, name: str, *launch_options: str
+    tmp_path: Path,
+    logs: Path,
+    model: Path,
+    config: Path,
+    name: str,
+    *launch_options: str,
+    resume: bool = False,
 ) -> Path:
     """`accelerate launch` two CPU processes (gloo) of `tapo train`; returns the run's output dir."""
     import os
@@ -232,7 +238,7 @@ def _launch_two(
         sys.executable, "-m", "accelerate.commands.launch", *launch_options, "--num_processes", "2",
         "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
         str(port), "-m", "tapo_backend.cli", "train", "--logs", str(logs), "--model", str(model),
-        "--config", str(config), "--output-dir", str(tmp_path / name),
+        "--config", str(config), "--output-dir", str(tmp_path / name), *(["--resume"] if resume else []),
     ]  # fmt: skip
     env = {**os.environ, "ACCELERATE_USE_CPU": "true"}  # no GPU here: gloo on CPU
     done = subprocess.run(launch, capture_output=True, text=True, timeout=600, check=False, env=env)
@@ -356,3 +362,26 @@ def test_a_model_whose_loss_is_not_finite_stops_training_instead_of_saving_nan_w
     with pytest.raises((DataError, FloatingPointError), match="non-finite|not finite|loss is nan"):
         train(config, write_logs(tasks=2, per_answer=2), str(broken))
     assert not (Path(config.output_dir) / "final").exists()
+
+
+@pytest.mark.slow
+def test_two_processes_checkpoint_the_adapter_and_resume_from_it(
+    tmp_path, tiny_model_dir, write_logs
+) -> None:
+    """DDP's checkpoint of a LoRA run holds the adapter only (DDP's wrapper prefix aside) and
+    a two-process resume from it reaches the weights of a run that was not interrupted."""
+    logs = write_logs(tasks=2, per_answer=2)
+    settings = "micro_batch_size = 1\ngrad_accumulation = 2\nepochs = 2\nlr = 1e-3\nsave_every = 1\n"
+    lora = "[lora]\nr = 4\nalpha = 8\n"
+    straight, first = tmp_path / "straight.toml", tmp_path / "first.toml"
+    straight.write_text(settings + lora)
+    first.write_text(settings + "max_steps = 1\n" + lora)
+    whole = _launch_two(tmp_path, logs, tiny_model_dir, straight, "straight", "--multi_gpu")
+    cut = _launch_two(tmp_path, logs, tiny_model_dir, first, "cut", "--multi_gpu")
+    saved = _weights(cut / "checkpoints" / "step-0000001")
+    assert saved and all("lora_" in name for name in saved)
+    resumed = _launch_two(tmp_path, logs, tiny_model_dir, straight, "cut", "--multi_gpu", resume=True)
+    a, b = _weights(whole / "final"), _weights(resumed / "final")
+    assert a.keys() == b.keys()
+    for name in a:
+        torch.testing.assert_close(b[name], a[name], rtol=0, atol=1e-6)
