@@ -76,7 +76,9 @@ class TrainConfig:
     run_name: str = ""  # default: a UTC timestamp
     output_dir: str = ""  # default: $RECREATE_HOME/tapo/<run_name>
     save_every: int = 0  # optimizer steps between checkpoints; 0 = only at the end
-    keep_checkpoints: int = 1  # newest checkpoints kept (one is all a resume needs); 0 = keep every one
+    keep_checkpoints: int | None = (
+        1  # newest checkpoints kept (one is all a resume needs); 0 = keep every one
+    )
     log_every: int = 1
     tensorboard: bool = False
 
@@ -85,6 +87,8 @@ class TrainConfig:
         for name, value in own.items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
+        if self.keep_checkpoints is None:  # TRL's save_total_limit = None: keep every one
+            self.keep_checkpoints = 0
         if isinstance(self.lora, dict):
             self.lora = _build(LoraSettings, self.lora, "lora")
         if not self.run_name:
@@ -105,6 +109,10 @@ class TrainConfig:
         for name in ("micro_batch_size", "grad_accumulation", "epochs", "min_group_size", "log_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if isinstance(self.keep_checkpoints, bool) or not isinstance(self.keep_checkpoints, int):
+            raise ConfigError(
+                f"keep_checkpoints must be a whole number (0: every one), got {self.keep_checkpoints!r}"
+            )
         if self.keep_checkpoints < 0:
             raise ConfigError(f"keep_checkpoints must be >= 0 (0: every one), got {self.keep_checkpoints}")
         if self.temperature <= 0:

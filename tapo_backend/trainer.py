@@ -11,10 +11,8 @@ log-probs computed so far, so a resumed run continues exactly.
 from __future__ import annotations
 
 import json
-import logging
 import math
 import random
-import shutil
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -26,6 +24,12 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from tapo_backend.checkpoints import (
+    keep_trainable_weights,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 from tapo_backend.config import ConfigError, TrainConfig
 from tapo_backend.data import DataError, Dataset, Example, collate, dataset_for
 from tapo_backend.hub import check_model_available
@@ -159,94 +163,6 @@ def _schedule(config: TrainConfig) -> Any:
     return lambda step: min(1.0, (step + 1) / config.warmup_steps) if config.warmup_steps else 1.0
 
 
-# -- checkpoints -------------------------------------------------------------------------------------
-
-
-class _TiedHeadNotice(logging.Filter):
-    """accelerate warns at every checkpoint that it saved a tied lm_head once (models that tie it to
-    the input embeddings, as SmolLM2 does): expected, and the tie restores it on load."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        return not ("Removed shared tensor" in message and "lm_head" in message)
-
-
-logging.getLogger("accelerate.utils.other").addFilter(_TiedHeadNotice())
-
-
-def _latest_checkpoint(output_dir: Path) -> Path | None:
-    done = _finished_checkpoints(output_dir)
-    return done[-1] if done else None
-
-
-def _finished_checkpoints(output_dir: Path) -> list[Path]:
-    """Checkpoints whose save completed (trainer_state.json is written last), oldest first."""
-    return sorted(p.parent for p in (output_dir / "checkpoints").glob("step-*/trainer_state.json"))
-
-
-def keep_trainable_weights(accelerator: Accelerator) -> None:
-    """Checkpoints hold only the weights training changes (with LoRA: the adapter, not a copy of the
-    frozen base each time); a resume reloads the rest from the model it starts from."""
-
-    def only_trainable(models: list[Any], weights: list[dict[str, Any]], output_dir: str) -> None:
-        for model, state in zip(models, weights, strict=False):  # FSDP/DeepSpeed save their own way
-            trainable = {_bare(name) for name, p in model.named_parameters() if p.requires_grad}
-            for name in [name for name in state if _bare(name) not in trainable]:
-                del state[name]
-
-    accelerator.register_save_state_pre_hook(only_trainable)
-
-
-def _bare(name: str) -> str:
-    """A weight's name without DDP's wrapper prefix (its parameters have it, its state dict not)."""
-    return name.removeprefix("module.")
-
-
-def save_checkpoint(
-    accelerator: Accelerator, output_dir: Path, step: int, examples: list[Example], *, keep: int = 0
-) -> Path:
-    """Save the training state at `step`; then drop all but the newest `keep` finished ones (0: none)."""
-    directory = output_dir / "checkpoints" / f"step-{step:07d}"
-    accelerator.save_state(str(directory))
-    if accelerator.is_main_process:
-        computed = {e.trajectory_id: (e.iteration_logprobs, e.ref_logprobs) for e in examples}
-        torch.save(computed, directory / "logprobs.pt")
-        (directory / "trainer_state.json").write_text(json.dumps({"step": step}))
-        if keep:
-            for old in _finished_checkpoints(output_dir)[:-keep]:
-                shutil.rmtree(old, ignore_errors=True)
-    accelerator.wait_for_everyone()
-    return directory
-
-
-def load_checkpoint(accelerator: Accelerator, policy: Any, directory: Path, examples: list[Example]) -> int:
-    _check_holds_trainable(policy, directory)
-    # not strict: the frozen weights are not in the checkpoint (keep_trainable_weights); they are the
-    # model's as loaded
-    accelerator.load_state(str(directory), strict=False)
-    computed = torch.load(directory / "logprobs.pt")
-    for example in examples:
-        example.iteration_logprobs, example.ref_logprobs = computed[example.trajectory_id]
-    return json.loads((directory / "trainer_state.json").read_text())["step"]
-
-
-def _check_holds_trainable(policy: Any, directory: Path) -> None:
-    weights = directory / "model.safetensors"
-    if not weights.is_file():  # FSDP/DeepSpeed write their own layouts and check them on load
-        return
-    from safetensors import safe_open
-
-    with safe_open(str(weights), "pt") as saved:
-        names = {_bare(name) for name in saved.keys()}  # noqa: SIM118 (a safetensors file, not a dict)
-    trained = [_bare(name) for name, p in policy.named_parameters() if p.requires_grad]
-    missing = [name for name in trained if name not in names]
-    if missing:
-        raise DataError(
-            f"--resume: {directory} lacks {len(missing)} of the weights this run trains (e.g. {missing[0]}): "
-            "it was saved with another model or lora setting; resume with the run's own settings"
-        )
-
-
 # -- the loop ----------------------------------------------------------------------------------------
 
 
@@ -294,11 +210,12 @@ def train(
     pad_id = tokenizer.pad_token_id
 
     step = 0
-    checkpoint = _latest_checkpoint(output_dir) if resume else None
+    saving = {"model": model, "keep": config.keep_checkpoints}
+    checkpoint = latest_checkpoint(output_dir) if resume else None
     if resume and checkpoint is None:
         raise DataError(f"--resume: no checkpoint under {output_dir / 'checkpoints'}")
     if checkpoint is not None:
-        step = load_checkpoint(accelerator, policy, checkpoint, examples)
+        step = load_checkpoint(accelerator, policy, checkpoint, examples, model=model)
     elif config.loss.get("kl_coef", 0) > 0:  # the reference is the model before any update
         fill_logprobs(
             accelerator, policy, examples, "ref_logprobs", config.micro_batch_size, pad_id, config.temperature
@@ -371,8 +288,8 @@ def train(
                             writer.add_scalar(key, value, step)
                 progress.update(bar, advance=1, loss=metrics.get("loss", 0.0))
                 if config.save_every and step % config.save_every == 0 and step < total_steps:
-                    save_checkpoint(accelerator, output_dir, step, examples, keep=config.keep_checkpoints)
-        save_checkpoint(accelerator, output_dir, step, examples, keep=config.keep_checkpoints)
+                    save_checkpoint(accelerator, output_dir, step, examples, **saving)
+        save_checkpoint(accelerator, output_dir, step, examples, **saving)
 
     final_dir = output_dir / "final"
     state_dict = accelerator.get_state_dict(policy)  # a collective under FSDP/ZeRO-3: every process calls it

@@ -268,10 +268,7 @@ def online_train(
     val_seeds = list(range(10_000, 10_000 + config.eval_seeds))
     with ServedPolicy(home, run_dir / "policy", parallel=config.concurrency) as policy:
         if rows and policy.current.name != rows[-1].policy:
-            # killed after publishing an iteration's policy but before writing its row: that iteration
-            # runs again from the policy of the last row, not on top of the one it published
-            log(f"resuming from {rows[-1].policy}: {policy.current.name} has no row in {metrics_file}")
-            policy.rollback(rows[-1].policy)
+            _resume_from_last_row(policy, rows[-1].policy, run_dir, log)
         tokenizer = load_tokenizer(str(policy.base_dir))
         for iteration in range(len(rows), config.iterations + 1):
             started = time.time()
@@ -279,6 +276,10 @@ def online_train(
                 log(f"time budget reached after iteration {iteration - 1}")
                 break
             version = policy.current
+            # what an attempt at this iteration cut short left (its trajectory ids are new each attempt,
+            # so kept files would be trained on and scored beside the new ones)
+            for part in ("rollouts", "batches", "train", "eval"):
+                shutil.rmtree(run_dir / part / f"it-{iteration:03d}", ignore_errors=True)
             if iteration == 0:  # the base model's held-out score, the line every later row is read against
                 rollouts: list[Trajectory] = []
                 row = IterationRow(0, version.name, 0.0, (0.0, 0.0))
@@ -303,8 +304,6 @@ def online_train(
                     logprob_mismatch=logprob_mismatch(dataset, version.hf_dir, fresh),
                 )  # fmt: skip
                 if dataset.examples:
-                    # an iteration cut short trains again from its start: its partial files go first
-                    shutil.rmtree(it_config.output_dir, ignore_errors=True)
                     result = train(it_config, batch, str(version.hf_dir), dataset=dataset)
                     row.metrics = mean_metrics(result.metrics_path)
                     version = policy.publish(result.final_dir)
@@ -332,6 +331,20 @@ def online_train(
             rows.append(row)
             log(_describe(row))
     return rows
+
+
+def _resume_from_last_row(policy: ServedPolicy, name: str, run_dir: Path, log: Any) -> None:
+    """Killed after publishing an iteration's policy but before writing its row: that iteration runs
+    again from the last row's policy, not on top of the one it published."""
+    log(f"resuming from {name}: {policy.current.name} has no row in {run_dir / 'metrics.jsonl'}")
+    try:
+        policy.rollback(name)
+    except ValueError:
+        raise ArgumentError(
+            f"{{run_dir}}: its last row was trained with policy {name}, which is no longer under its "
+            "policy/ folder: this run cannot resume; start another run folder",
+            run_dir=Arg("run_dir", repr(str(run_dir)), str(run_dir), flag="--output-dir"),
+        ) from None
 
 
 def _mean_reward(trajectories: list[Trajectory]) -> float:

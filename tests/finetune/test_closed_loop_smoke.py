@@ -102,6 +102,10 @@ def test_a_run_killed_after_publishing_trains_that_iteration_again_from_the_poli
     versions = json.loads((run / "policy" / "versions.json").read_text())
     assert [v["index"] for v in versions] == [0, 1]  # trained once from v0, not again on top of v1
     assert [r["iteration"] for r in rows] == [0, 1] and rows[1]["policy"] == versions[-1]["name"]
+    # only the second attempt's runs are trained on and scored (2 tasks x group 2; 2 held-out x 1 seed)
+    assert len(list((run / "rollouts" / "it-001").glob("*.json"))) == 4
+    assert len(list((run / "batches" / "it-001").glob("*.json"))) == 4
+    assert len(list((run / "eval" / "it-001").glob("*.json"))) == 2
     # a finished run is read, not served again (its policy weights may be gone)
     for weights in (run / "policy").glob("v*.gguf"):
         weights.unlink()

@@ -15,6 +15,8 @@ from tapo_backend.data import build_dataset
 from tapo_backend.logged import DataError
 from tapo_backend.trainer import accumulate_gradients, fill_logprobs, load_model, token_logprobs, train
 
+QV = ["q_proj", "v_proj"]
+
 
 def _config(tmp_path: Path, name: str = "run", **overrides) -> TrainConfig:
     values = dict(
@@ -159,11 +161,54 @@ def test_every_checkpoint_is_kept_when_asked(tmp_path, tiny_model_dir, write_log
 
 
 @pytest.mark.slow
-def test_resume_with_other_trained_weights_is_an_error(tmp_path, tiny_model_dir, write_logs) -> None:
+def test_a_save_deletes_earlier_checkpoints_only(tmp_path, tiny_model_dir, write_logs) -> None:
+    out = tmp_path / "out" / "run" / "checkpoints"
+    (out / "step-0000099").mkdir(parents=True)  # another run's, later: left alone
+    (out / "step-0000099" / "trainer_state.json").write_text('{"step": 99}')
+    (out / "step-0000000").mkdir()  # a save cut short (no trainer_state.json): deleted
+    settings = dict(micro_batch_size=2, grad_accumulation=1, epochs=2, max_steps=2, save_every=1)
+    train(_config(tmp_path, "run", **settings), write_logs(tasks=2, per_answer=1), str(tiny_model_dir))
+    assert sorted(p.name for p in out.iterdir()) == ["step-0000002", "step-0000099"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("resumed_with", "message"),
+    [
+        (dict(), r"lacks model\.embed_tokens"),  # a full fine-tune from a LoRA run's checkpoint
+        (
+            dict(lora=LoraSettings(r=8, alpha=16, target_modules=QV)),
+            r"has .*lora_A.* \(4, 64\), the model \(8, 64\)",
+        ),
+        (
+            dict(lora=LoraSettings(r=4, alpha=8, target_modules=["q_proj"])),
+            r"has .*v_proj.*lora.*model lacks",
+        ),
+    ],
+    ids=["full", "rank", "modules"],
+)
+def test_resume_with_other_trained_weights_is_one_line(
+    tmp_path, tiny_model_dir, write_logs, resumed_with, message
+) -> None:
     logs = write_logs(tasks=2, per_answer=1)
-    train(_config(tmp_path, "run", max_steps=1, lora=LoraSettings(r=4, alpha=8)), logs, str(tiny_model_dir))
-    with pytest.raises(DataError, match=r"lacks \d+ of the weights this run trains .*lora setting"):
-        train(_config(tmp_path, "run", max_steps=2), logs, str(tiny_model_dir), resume=True)
+    lora = LoraSettings(r=4, alpha=8, target_modules=QV)
+    train(_config(tmp_path, "run", max_steps=1, lora=lora), logs, str(tiny_model_dir))
+    with pytest.raises(DataError, match=r"^--resume: .* does not fit this run .*" + message) as error:
+        train(_config(tmp_path, "run", max_steps=2, **resumed_with), logs, str(tiny_model_dir), resume=True)
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.slow
+def test_resume_from_another_model_is_one_line(tmp_path, tiny_model_dir, write_logs) -> None:
+    logs = write_logs(tasks=2, per_answer=1)
+    lora = LoraSettings(r=4, alpha=8)
+    train(_config(tmp_path, "run", max_steps=1, lora=lora), logs, str(tiny_model_dir))
+    other = tmp_path / "other-model"
+    shutil.copytree(tiny_model_dir, other)  # same weights, another model as far as the run knows
+    with pytest.raises(
+        DataError, match=r"continues a run of the model .*tiny.* resume with the run's own --model"
+    ):
+        train(_config(tmp_path, "run", max_steps=2, lora=lora), logs, str(other), resume=True)
 
 
 def test_resume_without_checkpoint_is_an_error(tmp_path, tiny_model_dir, write_logs) -> None:

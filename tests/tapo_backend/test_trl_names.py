@@ -86,3 +86,15 @@ def test_finetune_options_win_over_the_file_which_wins_over_defaults(tmp_path):
     assert train_config(tmp_path, 0.7, given_settings(file, lr=1e-3)).lr == 1e-3
     with pytest.raises(ConfigError, match="temperature: set by recreate finetune itself"):
         train_config(tmp_path, 0.7, given_settings({"temperature": 1.0}))
+
+
+@pytest.mark.parametrize(("limit", "kept"), [("null", 0), ("3", 3)])
+def test_save_total_limit_is_how_many_checkpoints_stay(tmp_path, limit, kept) -> None:
+    assert load_config(write(tmp_path, f"save_total_limit: {limit}\n")).keep_checkpoints == kept
+
+
+@pytest.mark.parametrize("value", ["2.5", "-1", "true"])
+def test_a_bad_keep_checkpoints_is_refused_in_one_line(tmp_path, value) -> None:
+    with pytest.raises(ConfigError, match=r"keep_checkpoints must be") as error:
+        load_config(write(tmp_path, f"keep_checkpoints: {value}\n"))
+    assert "\n" not in str(error.value)
