@@ -48,7 +48,8 @@ def send_message(sock: socket.socket, fields: list[str], fds: list[int]) -> None
         raise SandboxError(f"a command or environment value is not valid text: {exc}") from None
     message = len(body).to_bytes(4, sys.byteorder) + body
     sent = socket.send_fds(sock, [message], fds)
-    sock.sendall(message[sent:])
+    if sent < len(message):  # not an empty sendall: it fails when the runner is gone, and a runner the
+        sock.sendall(message[sent:])  # command just killed must not read as one that never got it
 
 
 class _Zygote:

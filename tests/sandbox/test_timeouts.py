@@ -5,6 +5,7 @@ runner's own cases on local and bwrap)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -81,6 +82,29 @@ def test_a_command_that_kills_its_runner_gets_an_unknown_status_and_a_new_runner
         pytest.skip("bwrap's runner is out of the commands' reach (see the test above)")
     result = session.run("kill -9 $PPID; sleep 0.5", timeout=30)
     assert result.exit_code is None and "runner was killed" in result.stderr
+    assert session.run("echo usable", timeout=30).stdout == "usable\n"
+
+
+def test_a_command_that_kills_its_runner_at_once_runs_once(open_host, monkeypatch) -> None:
+    """The runner may run the command and die before the sender returns: that is the command's doing,
+    not a runner that was gone before, so it is not run again on a new runner."""
+    import socket
+
+    session = open_host()
+    if session.backend == "bwrap":
+        pytest.skip("bwrap's runner is out of the commands' reach")
+    send_fds = socket.send_fds
+
+    def send_then_wait(*args, **kwargs):  # the runner gets the whole command and runs it meanwhile
+        sent = send_fds(*args, **kwargs)
+        time.sleep(0.5)
+        return sent
+
+    monkeypatch.setattr(socket, "send_fds", send_then_wait)
+    result = session.run("echo ran >> runs.txt; kill -9 $PPID; sleep 2", timeout=30)
+    monkeypatch.undo()
+    assert result.exit_code is None and "runner was killed" in result.stderr
+    assert session.get("runs.txt") == b"ran\n"
     assert session.run("echo usable", timeout=30).stdout == "usable\n"
 
 
