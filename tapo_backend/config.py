@@ -76,9 +76,7 @@ class TrainConfig:
     run_name: str = ""  # default: a UTC timestamp
     output_dir: str = ""  # default: $RECREATE_HOME/tapo/<run_name>
     save_every: int = 0  # optimizer steps between checkpoints; 0 = only at the end
-    keep_checkpoints: int | None = (
-        1  # newest checkpoints kept (one is all a resume needs); 0 = keep every one
-    )
+    keep_checkpoints: int | None = 1  # newest checkpoints kept (a resume needs one); 0 or None: all
     log_every: int = 1
     tensorboard: bool = False
 
@@ -109,12 +107,9 @@ class TrainConfig:
         for name in ("micro_batch_size", "grad_accumulation", "epochs", "min_group_size", "log_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if isinstance(self.keep_checkpoints, bool) or not isinstance(self.keep_checkpoints, int):
-            raise ConfigError(
-                f"keep_checkpoints must be a whole number (0: every one), got {self.keep_checkpoints!r}"
-            )
-        if self.keep_checkpoints < 0:
-            raise ConfigError(f"keep_checkpoints must be >= 0 (0: every one), got {self.keep_checkpoints}")
+        keep = self.keep_checkpoints
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+            raise ConfigError(f"keep_checkpoints must be a whole number >= 0 (0: every one), got {keep!r}")
         if self.temperature <= 0:
             raise ConfigError(f"temperature must be > 0, got {self.temperature}")
         if self.lr <= 0:
