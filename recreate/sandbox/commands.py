@@ -80,29 +80,58 @@ class _Zygote:
 
 _zygote: _Zygote | None = None
 _zygote_lock = threading.Lock()
+_watched: set[int] = set()  # session uids whose processes the zygote kills when we die
 
 
 def _after_fork_in_child() -> None:
-    global _zygote, _zygote_lock
+    global _zygote, _zygote_lock, _watched
     _zygote, _zygote_lock = None, threading.Lock()  # the parent's zygote is not our child to poll
+    _watched = set()  # nor its sessions ours to end
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _fork_runner(fields: list[str], session_end: socket.socket) -> None:
+def _send_to_zygote(fields: list[str], fds: list[int]) -> None:
+    """Send one message, starting the zygote first if it is not running (hold `_zygote_lock`)."""
     global _zygote
-    with _zygote_lock:
-        for attempt in (1, 2):
+    for attempt in (1, 2):
+        try:
             if _zygote is None or not _zygote.alive():
                 _zygote = _Zygote()
-            try:
-                send_message(_zygote.sock, fields, [session_end.fileno()])
-                return
-            except OSError:
+                for uid in _watched:  # a new zygote learns whom to end with us
+                    send_message(_zygote.sock, ["watch", str(uid)], [])
+            send_message(_zygote.sock, fields, fds)
+            return
+        except OSError:
+            if _zygote is not None:
                 _zygote.process.kill()
-                if attempt == 2:
-                    raise
+            if attempt == 2:
+                raise
+
+
+def _fork_runner(fields: list[str], session_end: socket.socket) -> None:
+    with _zygote_lock:
+        _send_to_zygote(fields, [session_end.fileno()])
+
+
+def watch_uid(uid: int) -> None:
+    """Have the zygote kill every process of session uid `uid` if this process ends before
+    `forget_uid(uid)`, however it ends (SIGKILL included). It catches what nothing of ours could: a
+    sandbox whose start was cut by our death (bwrap's child, waiting for its killed parent's go-ahead,
+    would wait forever)."""
+    with _zygote_lock:
+        _watched.add(uid)
+        _send_to_zygote(["watch", str(uid)], [])
+
+
+def forget_uid(uid: int) -> None:
+    """The session of `uid` has ended: its uid may go to another owner's session."""
+    with _zygote_lock:
+        _watched.discard(uid)
+        if _zygote is not None and _zygote.alive():
+            with contextlib.suppress(OSError):  # a zygote that died forgets anyway
+                send_message(_zygote.sock, ["forget", str(uid)], [])
 
 
 class RunnerGone(SandboxError):

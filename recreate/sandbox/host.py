@@ -20,7 +20,7 @@ from typing import IO
 
 from recreate.sandbox.base import ClosingSession, Result, SandboxError, SandboxSpec
 from recreate.sandbox.cgroups import SessionCgroup, remove_cgroup
-from recreate.sandbox.commands import CommandRunner, RunnerGone
+from recreate.sandbox.commands import CommandRunner, RunnerGone, forget_uid, watch_uid
 from recreate.sandbox.process import (
     UID_BASE,
     UID_SPAN,
@@ -79,8 +79,12 @@ class HostSession(ClosingSession, ABC):
                 os.chown(path, *self.owner)
             (self.root / UID_FILE).write_text(str(uid))
         try:
+            if uid is not None:
+                watch_uid(uid)  # before anything runs as it: whatever we are killed amid, it ends
             self.cgroup = SessionCgroup.create(spec.memory_mb)
         except BaseException:
+            if uid is not None:
+                forget_uid(uid)
             shutil.rmtree(self.root, ignore_errors=True)
             raise
         if self.cgroup is not None:
@@ -189,6 +193,7 @@ class HostSession(ClosingSession, ABC):
                 kill_marked(f"{MARKER}={self._token}-")
             if self.uid is not None:
                 kill_uid(self.uid)
+                forget_uid(self.uid)
             if self.cgroup is not None:
                 self.cgroup.remove()
         finally:

@@ -22,7 +22,9 @@ session's uid/gid and serves commands on the socket it was given.
 Commands get a new session (setsid), default SIGPIPE/SIGXFSZ dispositions and no descriptor but
 their stdin/stdout/stderr (what a request carries is received close-on-exec). Runners are not
 dumpable (commands of the same uid cannot read their memory or descriptors); each dies with the
-zygote, and the zygote with the thread that started it.
+zygote. The zygote ends when the thread that started it does (or its socket closes), and first kills
+every process of the session uids it was told to watch and not told to forget: sessions whose host
+process died without closing them, also those it was still starting.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ import signal
 import socket
 import struct
 import sys
+import time
+from typing import NoReturn
 
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
 _NAMESPACES = {  # name under /proc/PID/ns -> CLONE_NEW* flag; the user namespace is joined separately
@@ -185,7 +189,7 @@ def _runner(fields: list[bytes], sock: socket.socket, zygote: int) -> None:
         if uid >= 0:
             _become(uid, gid)
     _LIBC.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
-    _die_with_parent()  # (again: a uid switch clears it)
+    _die_with_parent()  # (after the uid switch, which would clear it)
     if os.getppid() != zygote:
         return
     sock.sendall(f"ready {os.getpid()}\n".encode())
@@ -194,30 +198,80 @@ def _runner(fields: list[bytes], sock: socket.socket, zygote: int) -> None:
 
 def main() -> None:
     """The zygote. argv: its control socket's fd."""
-    _die_with_parent()
     zygote = socket.socket(fileno=int(sys.argv[1]))
+    woken, wake = os.pipe()
+    os.set_blocking(wake, False)
+    signal.set_wakeup_fd(wake)
+    signal.signal(signal.SIGTERM, lambda *_: None)  # (the wakeup pipe says it came)
+    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps runners that exit
-    me = os.getpid()
-    while True:
-        try:
+    me, watched = os.getpid(), set[int]()
+    poller = select.poll()
+    for fd in (zygote.fileno(), woken):
+        poller.register(fd, select.POLLIN)
+    with contextlib.suppress(EOFError, ConnectionError):
+        while woken not in {fd for fd, _ in poller.poll()}:
             body, fds = receive(zygote)
-        except (EOFError, ConnectionError):
-            return
-        if os.fork() == 0:
-            code = 0
-            try:
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                zygote.close()
-                sock = socket.socket(fileno=fds[0])
+            if not _watch(body, watched) and os.fork() == 0:
+                signal.set_wakeup_fd(-1)
+                for each in (woken, wake):
+                    os.close(each)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                _serve_as_runner(zygote, body, fds, me)
+            for fd in fds:
+                os.close(fd)
+    _end_watched(zygote, watched)
+
+
+def _watch(body: bytes, watched: set[int]) -> bool:
+    """Apply a "watch"/"forget" message; False if `body` is something else (a runner request)."""
+    what, _, uid = body.partition(b"\0")
+    if what == b"watch":
+        watched.add(int(uid))
+    elif what == b"forget":
+        watched.discard(int(uid))
+    return what in (b"watch", b"forget")
+
+
+def _end_watched(zygote: socket.socket, watched: set[int]) -> None:
+    """Our host process ended: kill every process of the sessions it had not closed (what it sent
+    before it died is still queued on the socket, so read that first)."""
+    zygote.setblocking(False)
+    with contextlib.suppress(EOFError, OSError):
+        while True:
+            body, fds = receive(zygote)
+            _watch(body, watched)
+            for fd in fds:
+                os.close(fd)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for _ in range(3):  # kill(-1) reaches them all in one pass; twice more for what raced with it
+        for uid in watched:
+            killer = os.fork()
+            if killer == 0:
                 try:
-                    _runner(body.split(b"\0"), sock, me)
-                except Exception as exc:  # reported to the session, which raises it
-                    sock.sendall(f"!{type(exc).__name__}: {exc}\n".encode())
-                    code = 1
-            finally:
-                os._exit(code)
-        for fd in fds:
-            os.close(fd)
+                    os.setgroups([])
+                    os.setresgid(uid, uid, uid)
+                    os.setresuid(uid, uid, uid)
+                    os.kill(-1, signal.SIGKILL)  # as that uid: exactly its processes
+                finally:
+                    os._exit(0)
+            os.waitpid(killer, 0)
+        time.sleep(0.02)
+
+
+def _serve_as_runner(zygote: socket.socket, body: bytes, fds: list[int], me: int) -> NoReturn:
+    code = 0
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        zygote.close()
+        sock = socket.socket(fileno=fds[0])
+        try:
+            _runner(body.split(b"\0"), sock, me)
+        except Exception as exc:  # reported to the session, which raises it
+            sock.sendall(f"!{type(exc).__name__}: {exc}\n".encode())
+            code = 1
+    finally:
+        os._exit(code)
 
 
 if __name__ == "__main__":

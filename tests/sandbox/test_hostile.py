@@ -283,6 +283,31 @@ def test_killing_the_parent_takes_the_sandbox_down(
         assert list(public_dir.glob("recreate-bwrap-*")) == []
 
 
+_KILLED_AMID_ITS_SESSIONS = """
+import os, signal, subprocess, sys
+from recreate.sandbox import get_sandbox, SandboxSpec
+session = get_sandbox(sys.argv[1], base_dir=sys.argv[2]).open(SandboxSpec())
+session.run("setsid sleep 4741 & sleep 4742 &", timeout=30)  # (local: no namespace ends them)
+# a process of the session's uid that nothing of ours started or knows: as bwrap's child is while it
+# waits for its parent's go-ahead, which never comes if we are killed in that instant
+uid = str(session.uid)
+subprocess.Popen(["setpriv", "--reuid", uid, "--regid", uid, "--clear-groups", "sleep", "4743"],
+                 start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print("ready", flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize("backend", ["local", "bwrap"])
+def test_every_process_of_a_killed_owners_sessions_ends(backend: str, public_dir: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("sessions have their own uids only when we are root")
+    argv = [sys.executable, "-W", "ignore", "-c", _KILLED_AMID_ITS_SESSIONS, backend, str(public_dir)]
+    child = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert child.returncode == -9 and child.stdout == "ready\n", child.stderr
+    assert wait_until_gone("sleep 474", seconds=10) == []
+
+
 _KILLED_WITH_A_FORKED_WORKER = """
 import os, signal, sys, time
 from recreate.sandbox import get_sandbox, SandboxSpec
