@@ -77,7 +77,8 @@ def save_checkpoint(
     accelerator: Accelerator, output_dir: Path, step: int, examples: list[Example], *, model: str, keep: int
 ) -> Path:
     """Save the training state at `step`; then delete the checkpoints of earlier steps beyond the newest
-    `keep` (0: none), and earlier saves that were cut short. Later steps (another run's) are left."""
+    `keep` (0: none), and earlier saves that were cut short. A later one (cut short, redone by this resumed
+    run) is left."""
     directory = output_dir / "checkpoints" / f"step-{step:07d}"
     accelerator.save_state(str(directory))
     if accelerator.is_main_process:

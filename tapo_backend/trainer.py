@@ -178,12 +178,23 @@ def _metrics_writer(config: TrainConfig, output_dir: Path) -> Any:
     return SummaryWriter(str(output_dir / "tensorboard"))
 
 
+def _holds_a_run(output_dir: Path) -> bool:
+    metrics = output_dir / "metrics.jsonl"
+    has_metrics = metrics.is_file() and metrics.stat().st_size > 0
+    return has_metrics or any((output_dir / "checkpoints").glob("step-*"))
+
+
 def train(
     config: TrainConfig, logs: str | Path, model: str, *, resume: bool = False, dataset: Dataset | None = None
 ) -> TrainResult:
     accelerator = Accelerator(mixed_precision="bf16" if config.precision == "bf16" else "no")
     set_seed(config.seed)
     output_dir = Path(config.output_dir)
+    if not resume and _holds_a_run(output_dir):  # its metrics would mix, its checkpoints be resumed
+        raise DataError(
+            f"{output_dir} holds an earlier training run (metrics.jsonl or checkpoints): continue it with "
+            "--resume, or train into another --output-dir (or delete this one)"
+        )
     tokenizer = load_tokenizer(model)
     if dataset is None:
         dataset = dataset_for(config, logs, tokenizer)

@@ -162,13 +162,29 @@ def test_every_checkpoint_is_kept_when_asked(tmp_path, tiny_model_dir, write_log
 
 @pytest.mark.slow
 def test_a_save_deletes_earlier_checkpoints_only(tmp_path, tiny_model_dir, write_logs) -> None:
+    logs = write_logs(tasks=2, per_answer=1)
+    settings = dict(micro_batch_size=2, grad_accumulation=1, epochs=2)
+    train(_config(tmp_path, "run", max_steps=1, save_every=1, **settings), logs, str(tiny_model_dir))
     out = tmp_path / "out" / "run" / "checkpoints"
-    (out / "step-0000099").mkdir(parents=True)  # another run's, later: left alone
-    (out / "step-0000099" / "trainer_state.json").write_text('{"step": 99}')
-    (out / "step-0000000").mkdir()  # a save cut short (no trainer_state.json): deleted
-    settings = dict(micro_batch_size=2, grad_accumulation=1, epochs=2, max_steps=2, save_every=1)
-    train(_config(tmp_path, "run", **settings), write_logs(tasks=2, per_answer=1), str(tiny_model_dir))
-    assert sorted(p.name for p in out.iterdir()) == ["step-0000002", "step-0000099"]
+    (out / "step-0000000").mkdir()  # a save cut short (no trainer_state.json) before step 1's: deleted
+    (out / "step-0000003").mkdir()  # one cut short after it: left for the resumed run to redo
+    config = _config(tmp_path, "run", max_steps=2, save_every=1, **settings)
+    train(config, logs, str(tiny_model_dir), resume=True)
+    assert sorted(p.name for p in out.iterdir()) == ["step-0000002", "step-0000003"]
+
+
+@pytest.mark.slow
+def test_a_fresh_run_into_an_earlier_runs_folder_is_refused(tmp_path, tiny_model_dir, write_logs) -> None:
+    logs = write_logs(tasks=2, per_answer=1)
+    settings = dict(micro_batch_size=2, grad_accumulation=1, epochs=2)
+    first = train(_config(tmp_path, "run", max_steps=1, save_every=1, **settings), logs, str(tiny_model_dir))
+    metrics = first.metrics_path.read_text()
+    with pytest.raises(DataError, match=r"holds an earlier training run .* --resume, or .*--output-dir"):
+        train(_config(tmp_path, "run", max_steps=2, **settings), logs, str(tiny_model_dir))
+    assert first.metrics_path.read_text() == metrics  # nothing appended to it, nothing deleted
+    assert [p.name for p in (first.output_dir / "checkpoints").iterdir()] == ["step-0000001"]
+    config = _config(tmp_path, "run", max_steps=2, save_every=1, **settings)
+    assert train(config, logs, str(tiny_model_dir), resume=True).steps == 2  # as the message says
 
 
 @pytest.mark.slow
