@@ -23,6 +23,7 @@ from pathlib import Path
 from recreate.pools import ThreadPool
 from recreate.sandbox.base import Result, SandboxError
 from recreate.sandbox.process import (
+    KILLER_UID,
     CappedOutput,
     drain,
     exit_code_of,
@@ -58,12 +59,13 @@ class _Zygote:
     def __init__(self) -> None:
         self.sock, theirs = socket.socketpair()
         script = str(Path(__file__).with_name("runner.py"))
+        arguments = [str(theirs.fileno()), str(os.getpid()), str(KILLER_UID)]
         try:
             self.process = SPAWNER.submit(
                 subprocess.Popen,
                 # This very interpreter, whose path (sys.executable, maybe a venv's link) we might
                 # not be allowed to walk again.
-                [os.readlink("/proc/self/exe"), "-I", "-S", script, str(theirs.fileno())],
+                [os.readlink("/proc/self/exe"), "-I", "-S", script, *arguments],
                 executable="/proc/self/exe",
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -80,13 +82,14 @@ class _Zygote:
 
 _zygote: _Zygote | None = None
 _zygote_lock = threading.Lock()
-_watched: set[int] = set()  # session uids whose processes the zygote kills when we die
+_watched: set[int] = set()  # session uids whose processes the zygote kills when we end
+_forget_later: list[int] = []
 
 
 def _after_fork_in_child() -> None:
-    global _zygote, _zygote_lock, _watched
+    global _zygote, _zygote_lock, _watched, _forget_later
     _zygote, _zygote_lock = None, threading.Lock()  # the parent's zygote is not our child to poll
-    _watched = set()  # nor its sessions ours to end
+    _watched, _forget_later = set(), []  # nor its sessions ours to end
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -99,13 +102,17 @@ def _send_to_zygote(fields: list[str], fds: list[int]) -> None:
         try:
             if _zygote is None or not _zygote.alive():
                 _zygote = _Zygote()
-                for uid in _watched:  # a new zygote learns whom to end with us
+                for uid in list(_watched):  # a new zygote learns whom to end with us
                     send_message(_zygote.sock, ["watch", str(uid)], [])
+            while _forget_later:
+                send_message(_zygote.sock, ["forget", str(_forget_later.pop())], [])
             send_message(_zygote.sock, fields, fds)
             return
         except OSError:
             if _zygote is not None:
                 _zygote.process.kill()
+                _zygote.process.wait()
+                _zygote = None
             if attempt == 2:
                 raise
 
@@ -126,12 +133,19 @@ def watch_uid(uid: int) -> None:
 
 
 def forget_uid(uid: int) -> None:
-    """The session of `uid` has ended: its uid may go to another owner's session."""
-    with _zygote_lock:
-        _watched.discard(uid)
+    """The session of `uid` has ended: its uid may go to another owner's session. Never waits for the
+    lock: a session closed by the garbage collector may be closed inside it, on the thread holding it;
+    then the zygote hears of it with the next message."""
+    _watched.discard(uid)
+    if not _zygote_lock.acquire(blocking=False):
+        _forget_later.append(uid)
+        return
+    try:
         if _zygote is not None and _zygote.alive():
             with contextlib.suppress(OSError):  # a zygote that died forgets anyway
                 send_message(_zygote.sock, ["forget", str(uid)], [])
+    finally:
+        _zygote_lock.release()
 
 
 class RunnerGone(SandboxError):

@@ -22,6 +22,7 @@ from recreate.sandbox.base import ClosingSession, Result, SandboxError, SandboxS
 from recreate.sandbox.cgroups import SessionCgroup, remove_cgroup
 from recreate.sandbox.commands import CommandRunner, RunnerGone, forget_uid, watch_uid
 from recreate.sandbox.process import (
+    KILLER_UID,
     UID_BASE,
     UID_SPAN,
     birth,
@@ -33,6 +34,7 @@ from recreate.sandbox.process import (
     owner_label,
     start_ticks,
 )
+from recreate.sandbox.runner import kill_every_process_of
 from recreate.sandbox.shell import MARKER, shell_argv
 from recreate.sandbox.workspace import as_bytes, read_file, workspace_parts, write_file
 
@@ -290,22 +292,9 @@ def uid_processes(uid: int) -> list[int]:
 
 
 def kill_uid(uid: int) -> None:
-    """Kill every process of a session uid (only ever a uid we handed to one session).
-
-    kill(-1) sent *as that uid* reaches exactly its processes, in one pass the kernel does not let a
-    fork bomb outrun. A forked child (no exec, so no process-limit check) does it.
-    """
+    """Kill every process of a session uid (only ever a uid we handed to one session)."""
     for _ in range(50):
         if not uid_processes(uid):
             return
-        child = os.fork()
-        if child == 0:
-            try:
-                os.setgroups([])
-                os.setgid(uid)
-                os.setuid(uid)
-                os.kill(-1, signal.SIGKILL)
-            finally:
-                os._exit(0)
-        os.waitpid(child, 0)
+        kill_every_process_of(uid, KILLER_UID)
         time.sleep(0.02)

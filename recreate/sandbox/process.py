@@ -25,6 +25,7 @@ _DRAIN_SECONDS = 0.1  # after the command exits, how long to collect output stil
 _SETPRIV = shutil.which("setpriv")
 _PF_EXITING = 0x4  # a process flag in /proc/PID/stat
 UID_BASE, UID_SPAN = 1_800_000_000, 100_000_000  # host uids given to sandboxes when we run as root
+KILLER_UID = UID_BASE - 1  # no process runs as it: the uid that kills a session's processes acts from
 
 
 class CappedOutput:

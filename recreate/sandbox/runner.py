@@ -22,9 +22,10 @@ session's uid/gid and serves commands on the socket it was given.
 Commands get a new session (setsid), default SIGPIPE/SIGXFSZ dispositions and no descriptor but
 their stdin/stdout/stderr (what a request carries is received close-on-exec). Runners are not
 dumpable (commands of the same uid cannot read their memory or descriptors); each dies with the
-zygote. The zygote ends when the thread that started it does (or its socket closes), and first kills
-every process of the session uids it was told to watch and not told to forget: sessions whose host
-process died without closing them, also those it was still starting.
+zygote. The zygote ends when its host process does (a pidfd says so; a stray signal to one of its
+threads does not count) or its socket closes, and first kills every process of the session uids it
+was told to watch and not told to forget: sessions whose host process died without closing them, also
+those it was still starting.
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ import socket
 import struct
 import sys
 import time
-from typing import NoReturn
 
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
 _NAMESPACES = {  # name under /proc/PID/ns -> CLONE_NEW* flag; the user namespace is joined separately
@@ -197,30 +197,55 @@ def _runner(fields: list[bytes], sock: socket.socket, zygote: int) -> None:
 
 
 def main() -> None:
-    """The zygote. argv: its control socket's fd."""
+    """The zygote. argv: its control socket's fd, its host process's pid, the uid killers act from."""
     zygote = socket.socket(fileno=int(sys.argv[1]))
-    woken, wake = os.pipe()
-    os.set_blocking(wake, False)
-    signal.set_wakeup_fd(wake)
-    signal.signal(signal.SIGTERM, lambda *_: None)  # (the wakeup pipe says it came)
-    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    host, killer_uid = int(sys.argv[2]), int(sys.argv[3])
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps runners that exit
-    me, watched = os.getpid(), set[int]()
-    poller = select.poll()
-    for fd in (zygote.fileno(), woken):
-        poller.register(fd, select.POLLIN)
-    with contextlib.suppress(EOFError, ConnectionError):
-        while woken not in {fd for fd, _ in poller.poll()}:
-            body, fds = receive(zygote)
-            if not _watch(body, watched) and os.fork() == 0:
-                signal.set_wakeup_fd(-1)
-                for each in (woken, wake):
-                    os.close(each)
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                _serve_as_runner(zygote, body, fds, me)
-            for fd in fds:
-                os.close(fd)
-    _end_watched(zygote, watched)
+    watched: set[int] = set()
+    try:
+        host_fd = _host_pidfd(host)
+        poller = select.poll()
+        for fd in (zygote.fileno(), host_fd):
+            poller.register(fd, select.POLLIN)
+        with contextlib.suppress(EOFError, ConnectionError):
+            while host_fd not in {fd for fd, _ in poller.poll()}:  # readable: the whole process ended
+                body, fds = receive(zygote)
+                if not _watch(body, watched):
+                    _start_runner(zygote, body, fds)
+                for fd in fds:
+                    os.close(fd)
+    finally:
+        _end_watched(zygote, watched, killer_uid)
+
+
+def _host_pidfd(host: int) -> int:
+    """A pidfd of our host process; ProcessLookupError if it is gone already (we were reparented)."""
+    fd = os.pidfd_open(host)  # (if `host` had died, its pid could be another process's by now:)
+    if os.getppid() != host:
+        raise ProcessLookupError(host)
+    return fd
+
+
+def _start_runner(zygote: socket.socket, body: bytes, fds: list[int]) -> None:
+    me = os.getpid()
+    try:
+        pid = os.fork()
+    except OSError as exc:  # e.g. a process limit: the session says so, we go on
+        _report(fds[0], f"!cannot start a command runner: {exc}\n")
+        return
+    if pid == 0:
+        code = 0
+        try:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            zygote.close()
+            sock = socket.socket(fileno=fds[0])
+            try:
+                _runner(body.split(b"\0"), sock, me)
+            except Exception as exc:  # reported to the session, which raises it
+                sock.sendall(f"!{type(exc).__name__}: {exc}\n".encode())
+                code = 1
+        finally:
+            os._exit(code)
 
 
 def _watch(body: bytes, watched: set[int]) -> bool:
@@ -233,9 +258,9 @@ def _watch(body: bytes, watched: set[int]) -> bool:
     return what in (b"watch", b"forget")
 
 
-def _end_watched(zygote: socket.socket, watched: set[int]) -> None:
+def _end_watched(zygote: socket.socket, watched: set[int], killer_uid: int) -> None:
     """Our host process ended: kill every process of the sessions it had not closed (what it sent
-    before it died is still queued on the socket, so read that first)."""
+    before it ended is still queued on the socket, so read that first)."""
     zygote.setblocking(False)
     with contextlib.suppress(EOFError, OSError):
         while True:
@@ -244,34 +269,27 @@ def _end_watched(zygote: socket.socket, watched: set[int]) -> None:
             for fd in fds:
                 os.close(fd)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    for _ in range(3):  # kill(-1) reaches them all in one pass; twice more for what raced with it
+    for _ in range(3):  # one pass reaches them all; twice more for what raced with it
         for uid in watched:
-            killer = os.fork()
-            if killer == 0:
-                try:
-                    os.setgroups([])
-                    os.setresgid(uid, uid, uid)
-                    os.setresuid(uid, uid, uid)
-                    os.kill(-1, signal.SIGKILL)  # as that uid: exactly its processes
-                finally:
-                    os._exit(0)
-            os.waitpid(killer, 0)
+            kill_every_process_of(uid, killer_uid)
         time.sleep(0.02)
 
 
-def _serve_as_runner(zygote: socket.socket, body: bytes, fds: list[int], me: int) -> NoReturn:
-    code = 0
-    try:
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        zygote.close()
-        sock = socket.socket(fileno=fds[0])
+def kill_every_process_of(uid: int, killer_uid: int) -> None:
+    """kill(-1, SIGKILL) sent as `uid` reaches exactly its processes, in one pass the kernel does not
+    let a fork bomb outrun. A forked child sends it with `uid` as its effective uid only: its real and
+    saved uid are `killer_uid` (which nothing runs as), so the processes it kills cannot signal it (a
+    SIGSTOP from them had stopped the killer and hung our wait for it). Needs root."""
+    killer = os.fork()
+    if killer == 0:
         try:
-            _runner(body.split(b"\0"), sock, me)
-        except Exception as exc:  # reported to the session, which raises it
-            sock.sendall(f"!{type(exc).__name__}: {exc}\n".encode())
-            code = 1
-    finally:
-        os._exit(code)
+            os.setgroups([])
+            os.setresgid(killer_uid, uid, killer_uid)
+            os.setresuid(killer_uid, uid, killer_uid)
+            os.kill(-1, signal.SIGKILL)
+        finally:
+            os._exit(0)
+    os.waitpid(killer, 0)
 
 
 if __name__ == "__main__":

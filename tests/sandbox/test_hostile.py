@@ -284,10 +284,13 @@ def test_killing_the_parent_takes_the_sandbox_down(
 
 
 _KILLED_AMID_ITS_SESSIONS = """
-import os, signal, subprocess, sys
+import os, signal, subprocess, sys, time
 from recreate.sandbox import get_sandbox, SandboxSpec
 session = get_sandbox(sys.argv[1], base_dir=sys.argv[2]).open(SandboxSpec())
 session.run("setsid sleep 4741 & sleep 4742 &", timeout=30)  # (local: no namespace ends them)
+if sys.argv[3] == "stopping":  # processes that stop every process of their uid, their killer's included
+    session.run(f"(sleep 0.5; exec setsid sh -c '{STOPPER}') >/dev/null 2>&1 &", timeout=30)
+    time.sleep(1.5)
 # a process of the session's uid that nothing of ours started or knows: as bwrap's child is while it
 # waits for its parent's go-ahead, which never comes if we are killed in that instant
 uid = str(session.uid)
@@ -296,16 +299,47 @@ subprocess.Popen(["setpriv", "--reuid", uid, "--regid", uid, "--clear-groups", "
 print("ready", flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """
+STOPPER = "for i in 1 2; do (while :; do kill -STOP -1; done; : stopper-4744) & done; wait"
 
 
+@pytest.mark.parametrize("how", ["quiet", "stopping"])
 @pytest.mark.parametrize("backend", ["local", "bwrap"])
-def test_every_process_of_a_killed_owners_sessions_ends(backend: str, public_dir: Path) -> None:
+def test_every_process_of_a_killed_owners_sessions_ends(backend: str, how: str, public_dir: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("sessions have their own uids only when we are root")
-    argv = [sys.executable, "-W", "ignore", "-c", _KILLED_AMID_ITS_SESSIONS, backend, str(public_dir)]
+    script = f"STOPPER = {STOPPER!r}\n" + _KILLED_AMID_ITS_SESSIONS
+    argv = [sys.executable, "-W", "ignore", "-c", script, backend, str(public_dir), how]
     child = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert child.returncode == -9 and child.stdout == "ready\n", child.stderr
-    assert wait_until_gone("sleep 474", seconds=10) == []
+    assert wait_until_gone("sleep 474", seconds=10) == wait_until_gone("stopper-4744", seconds=1) == []
+
+
+def test_a_session_that_stops_its_killer_still_closes(public_dir: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("sessions have their own uids only when we are root")
+    session = get_sandbox("local", base_dir=str(public_dir)).open()
+    session.run(f"(sleep 0.5; exec setsid sh -c '{STOPPER}') >/dev/null 2>&1 &", timeout=30)
+    time.sleep(1.5)  # everything of the uid is stopped but the two stoppers, one at a time
+    closing = threading.Thread(target=session.close, daemon=True)
+    closing.start()
+    closing.join(timeout=30)  # the killer the close forks cannot be stopped by them
+    assert not closing.is_alive() and uid_processes(session.uid) == []
+
+
+def test_a_session_closed_inside_the_zygote_lock_does_not_wait_for_it(public_dir: Path) -> None:
+    from recreate.sandbox import commands
+
+    session = get_sandbox("local", base_dir=str(public_dir)).open()
+    closed = threading.Event()
+
+    def close_inside() -> None:  # as the garbage collector may: on the thread that holds the lock
+        with commands._zygote_lock:
+            session.close()
+        closed.set()
+
+    threading.Thread(target=close_inside, daemon=True).start()
+    assert closed.wait(timeout=30)
+    get_sandbox("local", base_dir=str(public_dir)).open().close()  # the zygote hears of it with this
 
 
 _KILLED_WITH_A_FORKED_WORKER = """
