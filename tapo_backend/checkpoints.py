@@ -38,13 +38,13 @@ logging.getLogger("accelerate.utils.other").addFilter(_TiedHeadNotice())
 
 
 def latest_checkpoint(output_dir: Path) -> Path | None:
-    done = [p.parent for p in _folders(output_dir) if (p.parent / STATE).is_file()]
+    done = [p for p in checkpoint_folders(output_dir) if (p / STATE).is_file()]
     return done[-1] if done else None
 
 
-def _folders(output_dir: Path) -> list[Path]:
-    """Every step-* folder's trainer_state.json path (existing or not), oldest step first."""
-    return [p / STATE for p in sorted((output_dir / "checkpoints").glob("step-*")) if p.is_dir()]
+def checkpoint_folders(output_dir: Path) -> list[Path]:
+    """Every step-* folder (complete or cut short), oldest step first."""
+    return [p for p in sorted((output_dir / "checkpoints").glob("step-*")) if p.is_dir()]
 
 
 def model_identity(model: str) -> str:
@@ -87,13 +87,13 @@ def save_checkpoint(
     accelerator.wait_for_everyone()  # every process's files are written before the save counts as done
     if accelerator.is_main_process:
         (directory / STATE).write_text(json.dumps({"step": step, "model": model_identity(model)}))
-        earlier = [p for p in _folders(output_dir) if p.parent.name < directory.name]
-        finished = [p for p in earlier if p.is_file()]
-        doomed = [p for p in earlier if not p.is_file()] + (
+        earlier = [p for p in checkpoint_folders(output_dir) if p.name < directory.name]
+        finished = [p for p in earlier if (p / STATE).is_file()]
+        doomed = [p for p in earlier if not (p / STATE).is_file()] + (
             finished[: len(finished) - keep + 1] if keep else []
         )
-        for state in doomed:
-            shutil.rmtree(state.parent, ignore_errors=True)
+        for folder in doomed:
+            shutil.rmtree(folder, ignore_errors=True)
     accelerator.wait_for_everyone()
     return directory
 

@@ -25,6 +25,7 @@ from accelerate.utils import set_seed
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from tapo_backend.checkpoints import (
+    checkpoint_folders,
     keep_trainable_weights,
     latest_checkpoint,
     load_checkpoint,
@@ -181,7 +182,7 @@ def _metrics_writer(config: TrainConfig, output_dir: Path) -> Any:
 def _holds_a_run(output_dir: Path) -> bool:
     metrics = output_dir / "metrics.jsonl"
     has_metrics = metrics.is_file() and metrics.stat().st_size > 0
-    return has_metrics or any((output_dir / "checkpoints").glob("step-*"))
+    return has_metrics or bool(checkpoint_folders(output_dir))
 
 
 def train(

@@ -95,15 +95,32 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def _start_zygote() -> _Zygote:
+    """A new zygote, told whom to end with us; it is restarted as soon as it dies while it watches
+    anyone (hold `_zygote_lock`)."""
+    zygote = _Zygote()
+    for uid in list(_watched):
+        send_message(zygote.sock, ["watch", str(uid)], [])
+    threading.Thread(target=_restart_when_gone, args=(zygote,), daemon=True, name="recreate-zygote").start()
+    return zygote
+
+
+def _restart_when_gone(zygote: _Zygote) -> None:
+    global _zygote
+    zygote.process.wait()
+    with _zygote_lock:
+        if _zygote is zygote and _watched:  # killed by someone: until restarted, nothing would reap
+            with contextlib.suppress(OSError):
+                _zygote = _start_zygote()
+
+
 def _send_to_zygote(fields: list[str], fds: list[int]) -> None:
     """Send one message, starting the zygote first if it is not running (hold `_zygote_lock`)."""
     global _zygote
     for attempt in (1, 2):
         try:
             if _zygote is None or not _zygote.alive():
-                _zygote = _Zygote()
-                for uid in list(_watched):  # a new zygote learns whom to end with us
-                    send_message(_zygote.sock, ["watch", str(uid)], [])
+                _zygote = _start_zygote()
             while _forget_later:
                 send_message(_zygote.sock, ["forget", str(_forget_later.pop())], [])
             send_message(_zygote.sock, fields, fds)

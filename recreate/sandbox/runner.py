@@ -202,12 +202,12 @@ def main() -> None:
     host, killer_uid = int(sys.argv[2]), int(sys.argv[3])
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps runners that exit
     watched: set[int] = set()
-    try:
-        host_fd = _host_pidfd(host)
-        poller = select.poll()
-        for fd in (zygote.fileno(), host_fd):
-            poller.register(fd, select.POLLIN)
-        with contextlib.suppress(EOFError, ConnectionError):
+    try:  # ProcessLookupError: our host ended before we began; what it sent is still queued
+        with contextlib.suppress(ProcessLookupError, EOFError, ConnectionError):
+            host_fd = _host_pidfd(host)
+            poller = select.poll()
+            for fd in (zygote.fileno(), host_fd):
+                poller.register(fd, select.POLLIN)
             while host_fd not in {fd for fd, _ in poller.poll()}:  # readable: the whole process ended
                 body, fds = receive(zygote)
                 if not _watch(body, watched):

@@ -291,6 +291,14 @@ session.run("setsid sleep 4741 & sleep 4742 &", timeout=30)  # (local: no namesp
 if sys.argv[3] == "stopping":  # processes that stop every process of their uid, their killer's included
     session.run(f"(sleep 0.5; exec setsid sh -c '{STOPPER}') >/dev/null 2>&1 &", timeout=30)
     time.sleep(1.5)
+if sys.argv[3] == "zygote-killed":  # by someone else, say: a new one must take over its watch at once
+    from recreate.sandbox import commands
+    killed = commands._zygote
+    os.kill(killed.process.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    while commands._zygote is killed and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # the new one boots and reads its queued "watch"
 # a process of the session's uid that nothing of ours started or knows: as bwrap's child is while it
 # waits for its parent's go-ahead, which never comes if we are killed in that instant
 uid = str(session.uid)
@@ -302,7 +310,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 STOPPER = "for i in 1 2; do (while :; do kill -STOP -1; done; : stopper-4744) & done; wait"
 
 
-@pytest.mark.parametrize("how", ["quiet", "stopping"])
+@pytest.mark.parametrize("how", ["quiet", "stopping", "zygote-killed"])
 @pytest.mark.parametrize("backend", ["local", "bwrap"])
 def test_every_process_of_a_killed_owners_sessions_ends(backend: str, how: str, public_dir: Path) -> None:
     if os.geteuid() != 0:
@@ -378,3 +386,29 @@ def test_a_killed_owner_leaves_nothing_running_even_when_its_pipes_live_on(publi
         assert cgroups is None or list(cgroups.glob(f"recreate-{child.pid}-*")) == []
     finally:
         os.kill(worker, signal.SIGKILL)
+
+
+def test_a_zygote_whose_host_is_gone_already_ends_what_it_was_told_to_watch(public_dir: Path) -> None:
+    """Started for a host that is not (any more) its parent, as when the host dies while the zygote
+    boots: it still kills the processes of the uids queued to watch, and exits without a traceback."""
+    if os.geteuid() != 0:
+        pytest.skip("sessions have their own uids only when we are root")
+    import recreate.sandbox.runner as runner
+    from recreate.sandbox.commands import send_message
+    from recreate.sandbox.process import KILLER_UID
+
+    session = get_sandbox("local", base_dir=str(public_dir)).open()
+    try:
+        session.run("setsid sleep 4751 >/dev/null 2>&1 &", timeout=30)
+        assert wait_until_running("sleep 4751")
+        ours, theirs = socket.socketpair()
+        with ours, theirs:
+            send_message(ours, ["watch", str(session.uid)], [])
+            done = subprocess.run(
+                [sys.executable, "-I", "-S", runner.__file__, str(theirs.fileno()), "1", str(KILLER_UID)],
+                pass_fds=(theirs.fileno(),), capture_output=True, text=True, timeout=30,
+            )  # fmt: skip
+        assert (done.returncode, done.stderr) == (0, "")
+        assert wait_until_gone("sleep 4751", seconds=10) == []
+    finally:
+        session.close()
