@@ -187,10 +187,7 @@ class Bench:
         except FloatingPointError as exc:
             diverged = str(exc)
             print(f"{run_dir.name}: diverged: {exc}")
-        rows = [
-            json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()
-        ]
-        return {"rows": rows, "diverged": diverged}
+        return {"rows": metrics_rows(run_dir), "diverged": diverged}
 
     def base(self) -> Path:
         """The base model's held-out evaluation (iteration 0), run once and shared by every run."""
@@ -213,8 +210,12 @@ class Bench:
         shutil.copy(base_dir / "metrics.jsonl", run_dir / "metrics.jsonl")
 
     def scores(self, run_dir: Path, iterations: int) -> tuple[np.ndarray, int | None]:
-        """`[iteration, task]` held-out pass@1 of a run (padded past an early stop), where padding began."""
-        rows = [self._task_scores(folder) for folder in sorted((run_dir / "eval").glob("it-*"))]
+        """`[iteration, task]` held-out pass@1 of a run (padded past an early stop), where padding began.
+        An iteration that published no version was measured by an earlier one's runs (`val_from`)."""
+        rows = []
+        for row in metrics_rows(run_dir):
+            measured = row["iteration"] if row.get("val_from") is None else row["val_from"]
+            rows.append(self._task_scores(run_dir / "eval" / f"it-{measured:03d}"))
         padded, start = stats.pad_curve(rows, iterations)
         return np.array(padded), start
 
@@ -225,6 +226,11 @@ class Bench:
             passed = bool((row.get("evaluation") or {}).get("passed"))
             runs.setdefault(row["task_id"], []).append(float(passed))
         return [sum(runs.get(t, [0.0])) / len(runs.get(t, [0.0])) for t in self.val_ids]
+
+
+def metrics_rows(run_dir: Path) -> list[dict[str, Any]]:
+    lines = (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
 
 
 def sweep_signal(rows: list[dict[str, Any]], diverged: str | None) -> float:

@@ -12,13 +12,15 @@ One iteration:
    log-probs of fresh rollouts are compared with the engine's (mean |Δ|);
 4. `steps_per_iteration` optimizer steps of `algo` on a LoRA over the current version;
 5. the adapter is folded into a new version and served; held-out tasks measure pass@1 (no held-out
-   tasks: no measurement, the row's pass@1 is NaN).
+   tasks: no measurement, the row's pass@1 is NaN). An iteration that published no version keeps the
+   last row's measurement of that same policy (`val_from` names the iteration whose runs it is).
 Metrics go to `metrics.jsonl` in the run folder, one row per iteration (row 0: the base model).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import shutil
@@ -86,6 +88,7 @@ class IterationRow:
     metrics: dict[str, float] = field(default_factory=dict)
     generated_tokens: int = 0
     wall_s: float = 0.0
+    val_from: int | None = None  # the policy was unchanged: the held-out runs in eval/it-<val_from> stand
 
 
 def run_rollouts(
@@ -123,6 +126,9 @@ def tasks_of_iteration(tasks: list[Task], seed: int, iteration: int, count: int)
     for _ in range(iteration):
         rng.shuffle(order)
     return (order * count)[:count]
+
+
+_NO_SCORE = (float("nan"), (float("nan"), float("nan")))
 
 
 def pass_at_1(trajectories: list[Trajectory]) -> tuple[float, tuple[float, float]]:
@@ -316,14 +322,19 @@ def online_train(
                         f"iteration {iteration}: every group had equal rewards, nothing to learn; policy kept"
                     )
             evals = []
-            if val_tasks:
+            last = _measured_same_policy(rows, version.name) if val_tasks else None
+            if last is not None:  # running its held-out runs again would measure nothing new
+                row.val_from = last.iteration if last.val_from is None else last.val_from
+                row.val_pass_at_1, row.val_ci = last.val_pass_at_1, last.val_ci
+            elif val_tasks:
                 evals = run_rollouts(
                     scaffold, domain, policy.server.info, val_tasks, val_seeds,
                     out_dir=run_dir / "eval" / f"it-{iteration:03d}", policy_index=version.index,
                     config=config, sandbox=sandbox,
                 )  # fmt: skip
+            if row.val_from is None:
+                row.val_pass_at_1, row.val_ci = pass_at_1(evals) if evals else _NO_SCORE
             row.policy = version.name
-            row.val_pass_at_1, row.val_ci = pass_at_1(evals) if evals else (float("nan"), (float("nan"),) * 2)
             row.generated_tokens = sum(t.totals.completion_tokens for t in [*rollouts, *evals])
             row.wall_s = round(time.time() - started, 1)
             with metrics_file.open("a", encoding="utf-8") as f:
@@ -331,6 +342,13 @@ def online_train(
             rows.append(row)
             log(_describe(row))
     return rows
+
+
+def _measured_same_policy(rows: list[IterationRow], policy: str) -> IterationRow | None:
+    """The last row, if it measured `policy` on the held-out tasks (with the same seeds): as after a
+    lag's filling iteration or a batch with nothing to learn, which publish no version."""
+    last = rows[-1] if rows else None
+    return last if last and last.policy == policy and math.isfinite(last.val_pass_at_1) else None
 
 
 def _resume_from_last_row(policy: ServedPolicy, name: str, run_dir: Path, log: Any) -> None:

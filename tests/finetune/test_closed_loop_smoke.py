@@ -111,3 +111,32 @@ def test_a_run_killed_after_publishing_trains_that_iteration_again_from_the_poli
         weights.unlink()
     main(argv)
     assert [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()] == rows
+
+
+def test_an_iteration_that_publishes_no_policy_keeps_the_last_measurement_of_it(
+    hf_model: Path, tmp_path: Path
+) -> None:
+    """At lag 1 the first iteration fills the pipeline and trains nothing: its policy is the base, whose
+    held-out runs (same tasks, same seeds) are not run again but named; the curve reads them."""
+    results, runs = tmp_path / "results", tmp_path / "runs"
+    main([
+        "--variants", "grpo", "--seeds", "1", "--iterations", "1", "--lr", "1e-4", "--staleness", "1",
+        "--staleness-variants", "grpo", "--wording", "plus", "--train-tasks", "4", "--val-tasks", "2",
+        "--tasks-per-iteration", "2", "--group-size", "2", "--steps", "1", "--eval-seeds", "1",
+        "--reply-tokens", "48", "--home", str(hf_model.parent.parent), "--out", str(runs),
+        "--results", str(results),
+    ])  # fmt: skip
+    run = runs / "k1" / "grpo-lr0.0001" / "seed-0"
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in rows] == [0, 1, 2]
+    assert rows[1]["policy"] == rows[0]["policy"] and rows[1]["val_from"] == 0
+    assert (
+        not (run / "eval" / "it-001").exists()
+        and len(list((run / "rollouts" / "it-001").glob("*.json"))) == 4
+    )
+    assert (rows[1]["val_pass_at_1"], rows[1]["val_ci"]) == (rows[0]["val_pass_at_1"], rows[0]["val_ci"])
+    published = rows[2]["policy"] != rows[1]["policy"]  # (unless every group had equal rewards)
+    assert (run / "eval" / "it-002").is_dir() == published and (rows[2]["val_from"] is None) == published
+    curve = json.loads((results / "closed_loop.json").read_text())["staleness"]["k1"]["variants"]["grpo"]
+    assert [r["iteration"] for r in curve["curve"]] == [0, 1, 2]
+    assert curve["curve"][1]["pass_at_1"] == curve["curve"][0]["pass_at_1"] == rows[0]["val_pass_at_1"]
