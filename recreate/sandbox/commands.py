@@ -57,6 +57,7 @@ class _Zygote:
     """The process that forks runners (one per host process, restarted if it died)."""
 
     def __init__(self) -> None:
+        self.started = time.monotonic()
         self.sock, theirs = socket.socketpair()
         script = str(Path(__file__).with_name("runner.py"))
         arguments = [str(theirs.fileno()), str(os.getpid()), str(KILLER_UID)]
@@ -80,6 +81,7 @@ class _Zygote:
         return self.process.poll() is None
 
 
+_RESTART_AFTER_SECONDS = 1.0  # a zygote that lived this long is restarted when it dies
 _zygote: _Zygote | None = None
 _zygote_lock = threading.Lock()
 _watched: set[int] = set()  # session uids whose processes the zygote kills when we end
@@ -108,6 +110,8 @@ def _start_zygote() -> _Zygote:
 def _restart_when_gone(zygote: _Zygote) -> None:
     global _zygote
     zygote.process.wait()
+    if time.monotonic() - zygote.started < _RESTART_AFTER_SECONDS:
+        return  # it could not start: so would the next (the next session message tries, and says why)
     with _zygote_lock:
         if _zygote is zygote and _watched:  # killed by someone: until restarted, nothing would reap
             with contextlib.suppress(OSError):

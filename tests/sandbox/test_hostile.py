@@ -294,6 +294,7 @@ if sys.argv[3] == "stopping":  # processes that stop every process of their uid,
 if sys.argv[3] == "zygote-killed":  # by someone else, say: a new one must take over its watch at once
     from recreate.sandbox import commands
     killed = commands._zygote
+    time.sleep(max(0.0, commands._RESTART_AFTER_SECONDS - (time.monotonic() - killed.started)))
     os.kill(killed.process.pid, signal.SIGKILL)
     deadline = time.monotonic() + 20
     while commands._zygote is killed and time.monotonic() < deadline:
@@ -410,5 +411,29 @@ def test_a_zygote_whose_host_is_gone_already_ends_what_it_was_told_to_watch(publ
             )  # fmt: skip
         assert (done.returncode, done.stderr) == (0, "")
         assert wait_until_gone("sleep 4751", seconds=10) == []
+    finally:
+        session.close()
+
+
+def test_a_zygote_that_cannot_start_is_not_restarted_in_a_loop(
+    public_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One that dies at once would again: the next session message tries, and says why."""
+    from recreate.sandbox import commands
+
+    session = get_sandbox("local", base_dir=str(public_dir)).open()
+    try:
+        starts = []
+        real = commands._Zygote
+        monkeypatch.setattr(commands, "_Zygote", lambda: starts.append(1) or real())
+        with commands._zygote_lock:
+            dying = commands._zygote = commands._start_zygote()
+        dying.process.kill()
+        time.sleep(1.0)
+        assert len(starts) == 1 and commands._zygote is dying
+        other = get_sandbox("local", base_dir=str(public_dir)).open()  # the next message restarts it
+        assert other.run("echo started", timeout=30).stdout == "started\n"
+        other.close()
+        assert len(starts) == 2 and commands._zygote is not dying
     finally:
         session.close()
