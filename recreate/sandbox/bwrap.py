@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from recreate.sandbox.base import SandboxError, SandboxSpec
-from recreate.sandbox.commands import SPAWNER, CommandRunner
+from recreate.sandbox.commands import CommandRunner
 from recreate.sandbox.host import HostSession, record_keeper
 from recreate.sandbox.process import (
     as_file_user,
@@ -41,6 +41,7 @@ from recreate.sandbox.process import (
 )
 from recreate.sandbox.shell import sandbox_env
 from recreate.sandbox.spares import SpareKeeping
+from recreate.sandbox.zygote import SPAWNER
 
 INSIDE_ID = "65534"
 _MB = 1024 * 1024

@@ -1,5 +1,5 @@
-"""Our side of the command runners (`runner.py`): start the zygote, get a runner per session, hand
-it commands, collect their results.
+"""Our side of the command runners (`runner.py`): get a runner per session from the zygote
+(`zygote.py`), hand it commands, collect their results.
 
 Per command: three fresh pipes (stdout, stderr, status) go to the runner with the request; we read
 the pipes until the status pipe says the command exited, or until the deadline, when the caller's
@@ -13,17 +13,13 @@ import os
 import selectors
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from recreate.pools import ThreadPool
 from recreate.sandbox.base import Result, SandboxError
 from recreate.sandbox.process import (
-    KILLER_UID,
     CappedOutput,
     drain,
     exit_code_of,
@@ -31,142 +27,10 @@ from recreate.sandbox.process import (
     read_into,
     wait_readable,
 )
+from recreate.sandbox.zygote import fork_runner, send_message
 
 _READY_SECONDS = 15.0
-# PR_SET_PDEATHSIG fires when the *thread* that started a process exits, and callers open sessions
-# from short-lived worker threads; so the zygote (and bwrap keepers) are started from this one thread.
-SPAWNER = ThreadPool(1, "recreate-sandbox-spawner")
 Killer = Callable[[int | None], None]
-
-
-def send_message(sock: socket.socket, fields: list[str], fds: list[int]) -> None:
-    """One message of runner.py's protocol: NUL-separated `fields`, with `fds` attached."""
-    if any("\0" in field for field in fields):
-        raise SandboxError("a command or environment value contains a NUL byte")
-    try:  # as subprocess would: surrogate escapes (bytes that are not UTF-8) go as those bytes
-        body = os.fsencode("\0".join(fields))
-    except UnicodeEncodeError as exc:
-        raise SandboxError(f"a command or environment value is not valid text: {exc}") from None
-    message = len(body).to_bytes(4, sys.byteorder) + body
-    sent = socket.send_fds(sock, [message], fds)
-    if sent < len(message):  # not an empty sendall: it fails when the runner is gone, and a runner the
-        sock.sendall(message[sent:])  # command just killed must not read as one that never got it
-
-
-class _Zygote:
-    """The process that forks runners (one per host process, restarted if it died)."""
-
-    def __init__(self) -> None:
-        self.started = time.monotonic()
-        self.sock, theirs = socket.socketpair()
-        script = str(Path(__file__).with_name("runner.py"))
-        arguments = [str(theirs.fileno()), str(os.getpid()), str(KILLER_UID)]
-        try:
-            self.process = SPAWNER.submit(
-                subprocess.Popen,
-                # This very interpreter, whose path (sys.executable, maybe a venv's link) we might
-                # not be allowed to walk again.
-                [os.readlink("/proc/self/exe"), "-I", "-S", script, *arguments],
-                executable="/proc/self/exe",
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                pass_fds=(theirs.fileno(),),
-                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-                start_new_session=True,
-            ).result()
-        finally:
-            theirs.close()
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-
-_RESTART_AFTER_SECONDS = 1.0  # a zygote that lived this long is restarted when it dies
-_zygote: _Zygote | None = None
-_zygote_lock = threading.Lock()
-_watched: set[int] = set()  # session uids whose processes the zygote kills when we end
-_forget_later: list[int] = []
-
-
-def _after_fork_in_child() -> None:
-    global _zygote, _zygote_lock, _watched, _forget_later
-    _zygote, _zygote_lock = None, threading.Lock()  # the parent's zygote is not our child to poll
-    _watched, _forget_later = set(), []  # nor its sessions ours to end
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _start_zygote() -> _Zygote:
-    """A new zygote, told whom to end with us; it is restarted as soon as it dies while it watches
-    anyone (hold `_zygote_lock`)."""
-    zygote = _Zygote()
-    for uid in list(_watched):
-        send_message(zygote.sock, ["watch", str(uid)], [])
-    threading.Thread(target=_restart_when_gone, args=(zygote,), daemon=True, name="recreate-zygote").start()
-    return zygote
-
-
-def _restart_when_gone(zygote: _Zygote) -> None:
-    global _zygote
-    zygote.process.wait()
-    if time.monotonic() - zygote.started < _RESTART_AFTER_SECONDS:
-        return  # it could not start: so would the next (the next session message tries, and says why)
-    with _zygote_lock:
-        if _zygote is zygote and _watched:  # killed by someone: until restarted, nothing would reap
-            with contextlib.suppress(OSError):
-                _zygote = _start_zygote()
-
-
-def _send_to_zygote(fields: list[str], fds: list[int]) -> None:
-    """Send one message, starting the zygote first if it is not running (hold `_zygote_lock`)."""
-    global _zygote
-    for attempt in (1, 2):
-        try:
-            if _zygote is None or not _zygote.alive():
-                _zygote = _start_zygote()
-            while _forget_later:
-                send_message(_zygote.sock, ["forget", str(_forget_later.pop())], [])
-            send_message(_zygote.sock, fields, fds)
-            return
-        except OSError:
-            if _zygote is not None:
-                _zygote.process.kill()
-                _zygote.process.wait()
-                _zygote = None
-            if attempt == 2:
-                raise
-
-
-def _fork_runner(fields: list[str], session_end: socket.socket) -> None:
-    with _zygote_lock:
-        _send_to_zygote(fields, [session_end.fileno()])
-
-
-def watch_uid(uid: int) -> None:
-    """Have the zygote kill every process of session uid `uid` if this process ends before
-    `forget_uid(uid)`, however it ends (SIGKILL included). It catches what nothing of ours could: a
-    sandbox whose start was cut by our death (bwrap's child, waiting for its killed parent's go-ahead,
-    would wait forever)."""
-    with _zygote_lock:
-        _watched.add(uid)
-        _send_to_zygote(["watch", str(uid)], [])
-
-
-def forget_uid(uid: int) -> None:
-    """The session of `uid` has ended: its uid may go to another owner's session. Never waits for the
-    lock: a session closed by the garbage collector may be closed inside it, on the thread holding it;
-    then the zygote hears of it with the next message."""
-    _watched.discard(uid)
-    if not _zygote_lock.acquire(blocking=False):
-        _forget_later.append(uid)
-        return
-    try:
-        if _zygote is not None and _zygote.alive():
-            with contextlib.suppress(OSError):  # a zygote that died forgets anyway
-                send_message(_zygote.sock, ["forget", str(uid)], [])
-    finally:
-        _zygote_lock.release()
 
 
 class RunnerGone(SandboxError):
@@ -200,7 +64,7 @@ class CommandRunner:
         try:
             fields = [str(target), str(-1 if uid is None else uid), str(-1 if gid is None else gid), cwd]
             fields += [str(cgroup_procs or ""), *(f"{name}={value}" for name, value in limits)]
-            _fork_runner(fields, theirs)
+            fork_runner(fields, theirs)
         except BaseException:
             self.sock.close()
             raise

@@ -20,7 +20,7 @@ from typing import IO
 
 from recreate.sandbox.base import ClosingSession, Result, SandboxError, SandboxSpec
 from recreate.sandbox.cgroups import SessionCgroup, remove_cgroup
-from recreate.sandbox.commands import CommandRunner, RunnerGone, forget_uid, watch_uid
+from recreate.sandbox.commands import CommandRunner, RunnerGone
 from recreate.sandbox.process import (
     KILLER_UID,
     UID_BASE,
@@ -37,6 +37,7 @@ from recreate.sandbox.process import (
 from recreate.sandbox.runner import kill_every_process_of
 from recreate.sandbox.shell import MARKER, shell_argv
 from recreate.sandbox.workspace import as_bytes, read_file, workspace_parts, write_file
+from recreate.sandbox.zygote import forget_uid, watch_uid
 
 _MB = 1024 * 1024
 OWNER_FILE = "owner"

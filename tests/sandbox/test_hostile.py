@@ -292,12 +292,12 @@ if sys.argv[3] == "stopping":  # processes that stop every process of their uid,
     session.run(f"(sleep 0.5; exec setsid sh -c '{STOPPER}') >/dev/null 2>&1 &", timeout=30)
     time.sleep(1.5)
 if sys.argv[3] == "zygote-killed":  # by someone else, say: a new one must take over its watch at once
-    from recreate.sandbox import commands
-    killed = commands._zygote
-    time.sleep(max(0.0, commands._RESTART_AFTER_SECONDS - (time.monotonic() - killed.started)))
+    from recreate.sandbox import zygote
+    killed = zygote._zygote
+    time.sleep(max(0.0, zygote.RESTART_AFTER_SECONDS - (time.monotonic() - killed.started)))
     os.kill(killed.process.pid, signal.SIGKILL)
     deadline = time.monotonic() + 20
-    while commands._zygote is killed and time.monotonic() < deadline:
+    while zygote._zygote in (killed, None) and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.5)  # the new one boots and reads its queued "watch"
 # a process of the session's uid that nothing of ours started or knows: as bwrap's child is while it
@@ -336,13 +336,13 @@ def test_a_session_that_stops_its_killer_still_closes(public_dir: Path) -> None:
 
 
 def test_a_session_closed_inside_the_zygote_lock_does_not_wait_for_it(public_dir: Path) -> None:
-    from recreate.sandbox import commands
+    from recreate.sandbox import zygote
 
     session = get_sandbox("local", base_dir=str(public_dir)).open()
     closed = threading.Event()
 
     def close_inside() -> None:  # as the garbage collector may: on the thread that holds the lock
-        with commands._zygote_lock:
+        with zygote._zygote_lock:
             session.close()
         closed.set()
 
@@ -395,8 +395,8 @@ def test_a_zygote_whose_host_is_gone_already_ends_what_it_was_told_to_watch(publ
     if os.geteuid() != 0:
         pytest.skip("sessions have their own uids only when we are root")
     import recreate.sandbox.runner as runner
-    from recreate.sandbox.commands import send_message
     from recreate.sandbox.process import KILLER_UID
+    from recreate.sandbox.zygote import send_message
 
     session = get_sandbox("local", base_dir=str(public_dir)).open()
     try:
@@ -419,21 +419,97 @@ def test_a_zygote_that_cannot_start_is_not_restarted_in_a_loop(
     public_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One that dies at once would again: the next session message tries, and says why."""
-    from recreate.sandbox import commands
+    from recreate.sandbox import zygote
 
     session = get_sandbox("local", base_dir=str(public_dir)).open()
     try:
         starts = []
-        real = commands._Zygote
-        monkeypatch.setattr(commands, "_Zygote", lambda: starts.append(1) or real())
-        with commands._zygote_lock:
-            dying = commands._zygote = commands._start_zygote()
-        dying.process.kill()
+        real = zygote.Zygote
+        monkeypatch.setattr(zygote, "Zygote", lambda: starts.append(1) or real())
+        with zygote._zygote_lock:
+            zygote._zygote.kill()  # (its watcher lets it go: it is no longer the one)
+            dying = zygote._zygote = zygote._start()
+        dying.kill()
         time.sleep(1.0)
-        assert len(starts) == 1 and commands._zygote is dying
+        assert len(starts) == 1 and zygote._zygote is None
         other = get_sandbox("local", base_dir=str(public_dir)).open()  # the next message restarts it
         assert other.run("echo started", timeout=30).stdout == "started\n"
         other.close()
-        assert len(starts) == 2 and commands._zygote is not dying
+        assert len(starts) == 2 and zygote._zygote not in (dying, None)
+    finally:
+        session.close()
+
+
+_FORGOTTEN_DURING_A_RESTART = """
+import os, signal, subprocess, sys, time
+from recreate.sandbox import get_sandbox, zygote
+session = get_sandbox("local", base_dir=sys.argv[1]).open()
+uid = str(session.uid)
+real_start = zygote._start
+
+def start_then_close():  # the session closes after the new zygote was told to watch its uid
+    started = real_start()
+    zygote._start = real_start
+    session.close()
+    return started
+
+zygote._start = start_then_close
+killed = zygote._zygote
+time.sleep(max(0.0, zygote.RESTART_AFTER_SECONDS - (time.monotonic() - killed.started)))
+killed.kill()
+deadline = time.monotonic() + 20
+while zygote._zygote in (killed, None) and time.monotonic() < deadline:
+    time.sleep(0.05)
+time.sleep(0.5)  # the new one reads its messages
+# the uid's next owner (uids are reused): its process must outlive us
+subprocess.Popen(["setpriv", "--reuid", uid, "--regid", uid, "--clear-groups", "sleep", "4746"],
+                 start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+time.sleep(0.3)
+print("ready", flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_session_closed_while_the_zygote_restarts_is_forgotten_by_the_new_one(public_dir: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("sessions have their own uids only when we are root")
+    argv = [sys.executable, "-W", "ignore", "-c", _FORGOTTEN_DURING_A_RESTART, str(public_dir)]
+    child = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert child.returncode == -9 and child.stdout == "ready\n", child.stderr
+    try:
+        time.sleep(1.0)
+        assert host_processes("sleep 4746")  # not killed as the forgotten session's
+    finally:
+        for pid in host_processes("sleep 4746"):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_zygote_whose_watcher_cannot_start_ends_no_session(
+    public_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At a thread limit the new zygote is dropped: killed, not left to read the end of its socket and
+    end every watched session while we live on."""
+    from recreate.sandbox import zygote
+
+    session = get_sandbox("local", base_dir=str(public_dir)).open()
+    try:
+        session.run("setsid sleep 4747 >/dev/null 2>&1 &", timeout=30)
+        assert wait_until_running("sleep 4747")
+        start = threading.Thread.start
+
+        def no_watcher(thread: threading.Thread) -> None:
+            if thread.name == "recreate-zygote":
+                raise RuntimeError("can't start new thread")
+            start(thread)
+
+        monkeypatch.setattr(threading.Thread, "start", no_watcher)
+        killed = zygote._zygote
+        time.sleep(max(0.0, zygote.RESTART_AFTER_SECONDS - (time.monotonic() - killed.started)))
+        killed.kill()
+        time.sleep(1.5)
+        assert host_processes("sleep 4747") and zygote._zygote is None
+        monkeypatch.undo()
+        assert session.run("echo on", timeout=30).stdout == "on\n"
     finally:
         session.close()
