@@ -193,13 +193,18 @@ def test_a_spare_container_serves_a_spec_asked_for_again_and_is_removed_with_the
 
 @pytest.mark.parametrize("channel", [True, False], ids=["command channel", "engine exec"])
 def test_a_spare_container_that_died_while_it_waited_is_not_handed_out(sandbox, channel: bool) -> None:
+    import docker
+
     spec = SandboxSpec(labels={"recreate.run": "spares-died"})
     for _ in range(ASKS_BEFORE_SPARES):
         sandbox.open(spec).close()
     spare = sandbox._spares._ready[repr(spec)].result(timeout=120)
     if not channel:
         spare.channel.mode = "none"  # an image whose server cannot drop privileges: one exec a command
-    sandbox.client().api.kill(spare.id)  # the OOM killer, an engine restart, an admin: while it sat idle
+    try:  # the OOM killer, an engine restart, an admin: while it sat idle
+        sandbox.client().api.kill(spare.id)
+    except docker.errors.APIError as exc:  # it had died already (seen three times in a day under load)
+        assert "no such container" in str(exc)
     deadline = time.monotonic() + 30
     while sandbox.client().api.containers(filters={"id": spare.id}) and time.monotonic() < deadline:
         time.sleep(0.05)  # the engine says it stopped
