@@ -25,6 +25,7 @@ turns token mode on by itself for a driver given an address. `make_executor` say
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import logging
@@ -35,6 +36,9 @@ import tempfile
 import threading
 import uuid
 from collections import OrderedDict
+from collections.abc import Iterator
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 from weakref import WeakKeyDictionary
@@ -59,6 +63,7 @@ RETRIES = 2  # runs again of an attempt whose worker died, before it is recorded
 CONNECT_TIMEOUT_S = 5.0  # to reach a cluster's client port
 PING_TIMEOUT_S = 2.0  # for its answer to one ping (milliseconds, from a Ray client server)
 JOIN_TRIES = 3  # a head's client server for this driver may fail to start; the next join gets a new one
+JOIN_TRY_S = 60.0  # one join's wait for the head: Ray's client waits forever on a head that stops answering
 OBJECT_STORE_BYTES = 128 * 1024**2  # the local cluster's: trajectories are small
 
 
@@ -129,6 +134,53 @@ def _admits(address: str) -> None:
             "RAY_AUTH_TOKEN_PATH or in ~/.ray/auth_token, or run with --executor threads",
             executor=Arg("executor", repr(address), address),
         )
+
+
+def _before_deadline(join: Any) -> None:
+    """`join()` (a Ray client's `ray.init`) on a thread of its own, given up after `JOIN_TRY_S`: a head
+    whose client server stops answering leaves Ray's client waiting without end. A join waiting for the
+    head's answer to its start is woken by closing its channel (a ConnectionError: the caller tries
+    again); one stuck before that (its first ping, before Ray's client holds a channel we can reach)
+    ends the join."""
+    done: Future[None] = Future()
+
+    def run() -> None:
+        try:
+            done.set_result(join())
+        except BaseException as exc:  # the caller's to raise
+            done.set_exception(exc)
+
+    thread = threading.Thread(target=run, name="ray-join", daemon=True)
+    thread.start()
+    try:
+        done.result(timeout=JOIN_TRY_S)
+    except FutureTimeout:
+        import ray.util.client
+
+        client = ray.util.client.ray.get_context().client_worker
+        with _silenced("ray.util.client.dataclient", "ray.util.client.logsclient"):  # our own ending
+            if client is not None and client.channel is not None:
+                client._in_shutdown = True  # (as its close() starts) its streams end, no reconnects
+                client.channel.close()  # ends its calls: a disconnect alone waits for the head's stream
+            ray.util.client.ray.get_context().disconnect()
+            thread.join(timeout=10)
+        late = f"the head took the connection and did not answer within {JOIN_TRY_S:g} s"
+        if thread.is_alive():
+            raise RuntimeError(late) from None
+        raise ConnectionError(late) from None
+
+
+@contextlib.contextmanager
+def _silenced(*names: str) -> Iterator[None]:
+    loggers = [logging.getLogger(name) for name in names]
+    before = [log.disabled for log in loggers]
+    for log in loggers:
+        log.disabled = True
+    try:
+        yield
+    finally:
+        for log, was in zip(loggers, before, strict=True):
+            log.disabled = was
 
 
 def _ray_address(spec: str) -> str:
@@ -223,12 +275,12 @@ class RayExecutor:
 
     def _join(self, ray: Any, quiet: dict[str, Any]) -> None:
         """`ray.init` on the cluster, again when the head's side of the join failed: the head starts a
-        client server for each driver, and one can fail to start or to take its token (seen on a busy
-        head's first join). Not again when the head never answered (Ray's client waited ~30 s already);
+        client server for each driver, and one can fail to start, to take its token or to answer at all
+        (seen on a busy head). Not again when the head never answered (Ray's client waited ~30 s already);
         a refused token was ruled out before (`_admits`)."""
         for tries_left in reversed(range(JOIN_TRIES)):
             try:
-                ray.init(address=self.address, **quiet)
+                _before_deadline(lambda: ray.init(address=self.address, **quiet))
                 return
             except ConnectionError as exc:
                 if not tries_left or "connection timeout" in str(exc):
