@@ -33,10 +33,12 @@ the rollout sampling seeds and the trainer's seed. Per iteration: held-out pass@
 paired difference of adjacent variants (and last − first) per iteration and on the AUC (mean pass@1 over
 iterations 1..N), each with a 95% interval from a bootstrap over loop seeds and held-out tasks.
 
-Staleness (`--staleness 0,4,16`, `--staleness-variants grpo,tapo`): at k > 0 the loop trains at
-iteration i only on the rollouts sampled at iteration i − k, i.e. by the policy k versions back (the
-first k iterations fill the pipeline and train nothing); such runs have `--iterations` + k iterations.
-Each row's `staleness` is the versions actually behind (an iteration with nothing to learn publishes none).
+Staleness (`--staleness 0,4,16`, `--staleness-variants grpo,tapo`): at k > 0 the loop is a pipeline k
+deep: the rollouts trained at iteration i (the same tasks and seeds as the on-policy run's iteration i)
+are sampled at iteration i − k, by the policy k versions back; the first iteration samples those of
+iterations 1..k + 1 with the base policy, so every iteration trains and the staleness rises 0, 1, .., k
+(a run needs more than k iterations to train at k). Each row's `staleness` is the versions actually
+behind (an iteration with nothing to learn publishes none).
 Per k and variant: AUC with its interval, collapse rate (share of seeds whose held-out pass@1, after
 rising, fell below half its best so far and below the base) and divergence (a non-finite loss).
 
@@ -84,7 +86,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(ALL_VARIANTS)
     )
     ap.add_argument("--seeds", type=int, default=3, help="loop seeds per variant (0..N-1)")
-    ap.add_argument("--iterations", type=int, default=6, help="trained iterations per run (k more at lag k)")
+    ap.add_argument("--iterations", type=int, default=6, help="trained iterations per run")
     ap.add_argument("--lr", type=float, default=None, help="one rate for every variant (skips the sweep)")
     ap.add_argument("--sweep-lrs", default=SWEEP_LRS, help="rates the per-variant sweep tries")
     ap.add_argument("--sweep-iterations", type=int, default=3, help="iterations of each sweep run (>= 2)")
@@ -275,7 +277,7 @@ def run_all(bench: Bench) -> dict[str, Any]:
     results: dict[str, Any] = {"sweep": sweeps, "lr": lrs, "staleness": {}, "runs": {}}
     for lag in args.staleness:
         names = args.variants if lag == 0 else args.staleness_variants
-        iterations = args.iterations + lag
+        iterations = args.iterations
         grids: dict[str, np.ndarray] = {}
         for variant in names:
             grid, runs = [], []

@@ -100,7 +100,7 @@ def train(
         0,
         "--lag",
         min=0,
-        help="--online: train only on the rollouts sampled this many iterations ago (stale, off-policy).",
+        help="--online: train on rollouts sampled this many iterations earlier (stale, off-policy).",
     ),  # fmt: skip
 ) -> None:
     """Train MODEL on the trajectories under LOGS; or, with --online, run the domain agent (SCAFFOLD) on

@@ -7,9 +7,10 @@ One iteration:
 2. every trajectory evaluated by the domain (its score is the reward) and saved with the policy
    version that produced it;
 3. a training batch: this iteration's rollouts plus earlier ones at most `max_staleness` versions
-   behind, or with `lag` k > 0 only the rollouts sampled k iterations ago (k policy versions behind once
-   every iteration publishes one; nothing is trained while that pipeline fills); the trainer's
-   log-probs of fresh rollouts are compared with the engine's (mean |Δ|);
+   behind; or with `lag` k > 0 a pipeline k deep: the rollouts trained at iteration i are sampled at
+   iteration i − k, by the policy k versions back (the first iteration samples those of iterations
+   1..k + 1, by the base policy, so every iteration trains and the staleness rises 0, 1, .., k); the
+   trainer's log-probs of the rollouts sampled now are compared with the engine's (mean |Δ|);
 4. `steps_per_iteration` optimizer steps of `algo` on a LoRA over the current version;
 5. the adapter is folded into a new version and served; held-out tasks measure pass@1 (no held-out
    tasks: no measurement, the row's pass@1 is NaN). An iteration that published no version keeps the
@@ -38,6 +39,8 @@ from recreate.local import LOCAL_TEMPERATURE, ServerInfo, local_agent_options
 from recreate.sandbox import resolve_sandbox
 from recreate.scaffold import Scaffold
 
+SAMPLED = "SAMPLED"  # in a rollouts folder: every rollout of it was written (which iteration, which policy)
+
 
 @dataclass
 class OnlineConfig:
@@ -45,7 +48,7 @@ class OnlineConfig:
     tasks_per_iteration: int = 8
     group_size: int = 4
     max_staleness: int = 0  # policy versions behind the current one that may be replayed
-    lag: int = 0  # > 0: train only on the rollouts sampled `lag` iterations ago (stale, off-policy)
+    lag: int = 0  # > 0: train on rollouts sampled `lag` iterations earlier (a pipeline: stale, off-policy)
     algo: str = "tapo"
     lr: float = LORA_LR
     lora_r: int = 16
@@ -119,6 +122,32 @@ def run_rollouts(
     return trajectories
 
 
+def sample_for(
+    j: int,
+    run_dir: Path,
+    scaffold: Scaffold,
+    domain: Domain,
+    server: ServerInfo,
+    train_tasks: list[Task],
+    policy_index: int,
+    config: OnlineConfig,
+    sandbox: Any,
+    iteration: int,
+) -> list[Trajectory]:
+    """The training rollouts of iteration `j` (its tasks and seeds), sampled now by `policy_index`, and
+    the mark that they are complete."""
+    tasks = tasks_of_iteration(train_tasks, config.seed, j, config.tasks_per_iteration)
+    seeds = [config.seed * 100_000 + j * 1000 + g for g in range(config.group_size)]
+    out = run_dir / "rollouts" / f"it-{j:03d}"
+    done = run_rollouts(
+        scaffold, domain, server, tasks, seeds, out_dir=out, policy_index=policy_index, config=config,
+        sandbox=sandbox,
+    )  # fmt: skip
+    mark = {"sampled_at": iteration, "policy_version": policy_index}
+    (out / SAMPLED).write_text(json.dumps(mark), encoding="utf-8")
+    return done
+
+
 def tasks_of_iteration(tasks: list[Task], seed: int, iteration: int, count: int) -> list[Task]:
     """The `count` training tasks of `iteration` (>= 1): the order after `iteration` shuffles of one
     seeded generator, so a resumed run samples what the uninterrupted one would have."""
@@ -139,16 +168,34 @@ def pass_at_1(trajectories: list[Trajectory]) -> tuple[float, tuple[float, float
     return (sum(means) / len(means) if means else 0.0), bootstrap_ci(means)
 
 
+def to_sample(run_dir: Path, iteration: int, config: OnlineConfig) -> list[int]:
+    """The iterations whose training rollouts (rollouts/it-<j>) `iteration` samples: its own; with a lag
+    k, every one up to k ahead not sampled by an earlier iteration (the first samples 1..k + 1, each
+    later one i + k, a run given more iterations what it lacks). A restarted iteration samples its
+    part again: a folder it began is cut short or comes from an attempt whose files are not trained on."""
+    last = min(iteration + config.lag, config.iterations)
+    return [j for j in range(iteration, last + 1) if not _sampled_before(run_dir, j, iteration)]
+
+
+def _sampled_before(run_dir: Path, j: int, iteration: int) -> bool:
+    try:
+        mark = json.loads((run_dir / "rollouts" / f"it-{j:03d}" / SAMPLED).read_text(encoding="utf-8"))
+        return int(mark["sampled_at"]) < iteration
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
 def replay_batch(
     run_dir: Path, iteration: int, current_version: int, max_staleness: int, lag: int = 0
 ) -> Path:
     """Hard-links of the trajectories to train on, in one folder for the dataset loader. `lag` k > 0:
-    only those sampled at iteration `iteration - k`; else those at most `max_staleness` versions behind."""
+    only those sampled for this iteration (k iterations ago); else those at most `max_staleness`
+    versions behind."""
     if lag and max_staleness:
         raise ValueError("online training takes either lag or max_staleness, not both")
     batch = run_dir / "batches" / f"it-{iteration:03d}"
     batch.mkdir(parents=True, exist_ok=True)
-    pattern = f"it-{iteration - lag:03d}/*.json" if lag else "it-*/*.json"
+    pattern = f"it-{iteration:03d}/*.json" if lag else "it-*/*.json"
     for file in sorted((run_dir / "rollouts").glob(pattern)):
         if file.is_symlink() or not file.is_file():  # the loop writes plain files; a link is not one of them
             continue
@@ -284,19 +331,22 @@ def online_train(
             version = policy.current
             # what an attempt at this iteration cut short left (its trajectory ids are new each attempt,
             # so kept files would be trained on and scored beside the new ones)
-            for part in ("rollouts", "batches", "train", "eval"):
-                shutil.rmtree(run_dir / part / f"it-{iteration:03d}", ignore_errors=True)
+            sampling = to_sample(run_dir, iteration, config) if iteration else []
+            for folder in [
+                *(f"rollouts/it-{j:03d}" for j in sampling),
+                *(f"{part}/it-{iteration:03d}" for part in ("batches", "train", "eval")),
+            ]:
+                shutil.rmtree(run_dir / folder, ignore_errors=True)
             if iteration == 0:  # the base model's held-out score, the line every later row is read against
                 rollouts: list[Trajectory] = []
                 row = IterationRow(0, version.name, 0.0, (0.0, 0.0))
             else:
-                tasks = tasks_of_iteration(train_tasks, config.seed, iteration, config.tasks_per_iteration)
-                seeds = [config.seed * 100_000 + iteration * 1000 + g for g in range(config.group_size)]
-                out = run_dir / "rollouts" / f"it-{iteration:03d}"
-                rollouts = run_rollouts(
-                    scaffold, domain, policy.server.info, tasks, seeds, out_dir=out,
-                    policy_index=version.index, config=config, sandbox=sandbox,
-                )  # fmt: skip
+                rollouts = []
+                for j in sampling:
+                    rollouts += sample_for(
+                        j, run_dir, scaffold, domain, policy.server.info, train_tasks, version.index, config,
+                        sandbox, iteration,
+                    )  # fmt: skip
                 batch = replay_batch(run_dir, iteration, version.index, config.max_staleness, config.lag)
                 it_config = train_config(config, run_dir / "train" / f"it-{iteration:03d}", iteration)
                 dataset = dataset_for(it_config, batch, tokenizer)
@@ -315,12 +365,9 @@ def online_train(
                     version = policy.publish(result.final_dir)
                     # the adapter is in the published version: its training state (~ a model) is spent
                     shutil.rmtree(result.output_dir / "checkpoints", ignore_errors=True)
-                elif iteration <= config.lag:
-                    log(f"iteration {iteration}: filling the {config.lag}-iteration lag, nothing to train on")
                 else:
-                    log(
-                        f"iteration {iteration}: every group had equal rewards, nothing to learn; policy kept"
-                    )
+                    why = ", ".join(sorted(set(dataset.dropped_groups.values()))) or "no rollouts"
+                    log(f"iteration {iteration}: no group to learn from ({why}); policy kept")
             evals = []
             last = _measured_same_policy(rows, version.name) if val_tasks else None
             if last is not None:  # running its held-out runs again would measure nothing new
