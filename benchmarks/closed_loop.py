@@ -36,9 +36,10 @@ iterations 1..N), each with a 95% interval from a bootstrap over loop seeds and 
 Staleness (`--staleness 0,4,16`, `--staleness-variants grpo,tapo`): at k > 0 the loop is a pipeline k
 deep: the rollouts trained at iteration i (the same tasks and seeds as the on-policy run's iteration i)
 are sampled at iteration i − k, by the policy k versions back; the first iteration samples those of
-iterations 1..k + 1 with the base policy, so every iteration trains and the staleness rises 0, 1, .., k
-(a run needs more than k iterations to train at k). Each row's `staleness` is the versions actually
-behind (an iteration with nothing to learn publishes none).
+iterations 1..k + 1 with the base policy, so every iteration trains and the staleness rises 0, 1, .., k;
+a lag-k run has `--iterations` + k iterations, `--iterations` of them at staleness k. Each row's
+`staleness` is the versions actually behind (an iteration with nothing to learn publishes none); each
+variant's summary says the most its runs reached (`staleness_reached`).
 Per k and variant: AUC with its interval, collapse rate (share of seeds whose held-out pass@1, after
 rising, fell below half its best so far and below the base) and divergence (a non-finite loss).
 
@@ -86,7 +87,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(ALL_VARIANTS)
     )
     ap.add_argument("--seeds", type=int, default=3, help="loop seeds per variant (0..N-1)")
-    ap.add_argument("--iterations", type=int, default=6, help="trained iterations per run")
+    ap.add_argument("--iterations", type=int, default=6, help="iterations per run (k more at lag k)")
     ap.add_argument("--lr", type=float, default=None, help="one rate for every variant (skips the sweep)")
     ap.add_argument("--sweep-lrs", default=SWEEP_LRS, help="rates the per-variant sweep tries")
     ap.add_argument("--sweep-iterations", type=int, default=3, help="iterations of each sweep run (>= 2)")
@@ -277,7 +278,7 @@ def run_all(bench: Bench) -> dict[str, Any]:
     results: dict[str, Any] = {"sweep": sweeps, "lr": lrs, "staleness": {}, "runs": {}}
     for lag in args.staleness:
         names = args.variants if lag == 0 else args.staleness_variants
-        iterations = args.iterations
+        iterations = args.iterations + lag  # the staleness rises to k over the first k + 1
         grids: dict[str, np.ndarray] = {}
         for variant in names:
             grid, runs = [], []
@@ -309,11 +310,13 @@ def summarize(grids: dict[str, np.ndarray], runs: dict[str, list[dict]], lag: in
     per_variant = {}
     for name, grid in grids.items():
         own = runs[f"k{lag}/{name}"]
+        behind = [row.get("staleness") or 0.0 for run in own for row in run["rows"]]
         per_variant[name] = {
             "curve": stats.summarize_variant(grid),
             **stats.auc_summary(grid),
             "collapse_rate": sum(r["collapsed"] for r in own) / len(own),
             "divergence_rate": sum(r["diverged"] is not None for r in own) / len(own),
+            "staleness_reached": max(behind, default=0.0),
         }
     differences = {f"{a} − {b}": stats.paired_difference(grids[a], grids[b]) for a, b in pairs}
     return {"variants": per_variant, "differences": differences}

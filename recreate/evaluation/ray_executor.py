@@ -25,26 +25,22 @@ turns token mode on by itself for a driver given an address. `make_executor` say
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.util
 import logging
 import os
 import secrets
-import socket
 import tempfile
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterator
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 from weakref import WeakKeyDictionary
 
 from recreate.errors import Arg, ArgumentError
 from recreate.evaluation.machine import one_line
+from recreate.evaluation.ray_join import check_cluster, join
 from recreate.evaluation.ray_reaper import on_lasting_thread, reaped_with_this_process
 from recreate.evaluation.ray_worker import RUNNERS_PER_WORKER, Meter, Metered, Spend, attempt
 from recreate.models import UsageLedger, UsageRecord
@@ -58,12 +54,7 @@ THREADS = "threads"
 LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": a local Ray binds 127.0.0.1 (Linux too)
 TOKEN, TOKEN_PATH = "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"
 _TOKEN_FILE: str | None = None  # the local cluster's token, one per process
-AUTH_MODE = "RAY_AUTH_MODE"  # "token": this driver sends Ray's auth token (a cluster's client port may ask)
 RETRIES = 2  # runs again of an attempt whose worker died, before it is recorded as a machine error
-CONNECT_TIMEOUT_S = 5.0  # to reach a cluster's client port
-PING_TIMEOUT_S = 2.0  # for its answer to one ping (milliseconds, from a Ray client server)
-JOIN_TRIES = 3  # a head's client server for this driver may fail to start; the next join gets a new one
-JOIN_TRY_S = 60.0  # one join's wait for the head: Ray's client waits forever on a head that stops answering
 OBJECT_STORE_BYTES = 128 * 1024**2  # the local cluster's: trajectories are small
 
 
@@ -82,105 +73,8 @@ def make_executor(spec: str | Executor | None, *, concurrency: int = 4) -> Execu
             executor=Arg("executor", repr(spec), spec),
         )
     if address is not None:
-        _answers(address)
-        _admits(address)
+        check_cluster(address, _import_ray)
     return RayExecutor(address, num_cpus=max(2, concurrency))
-
-
-def _answers(address: str) -> None:
-    """Raises, in one line and at most `CONNECT_TIMEOUT_S`, when nothing listens at `address` (Ray's
-    client would try for ~30 s before saying so)."""
-    parts = urlsplit(address)
-    try:
-        socket.create_connection((parts.hostname, parts.port), timeout=CONNECT_TIMEOUT_S).close()
-    except OSError as exc:
-        raise ArgumentError(
-            f"{{executor}}: nothing answers at {parts.hostname}:{parts.port} ({one_line(exc)}); start the "
-            "cluster's head there (`ray start --head` serves clients on 10001) or fix the address, "
-            "or run with --executor threads",
-            executor=Arg("executor", repr(address), address),
-        ) from None
-
-
-def _admits(address: str) -> None:
-    """Raises, in one line, when the cluster at `address` refuses this process's credentials (Ray's client
-    would retry for ~30 s, then say "connection timeout"): one ping through Ray's own channel, which
-    carries Ray's auth token when RAY_AUTH_MODE=token here. Any other answer is left to Ray's client."""
-    ray = _import_ray()
-    import grpc
-    from ray._private.grpc_utils import init_grpc_channel
-    from ray.core.generated import ray_client_pb2, ray_client_pb2_grpc
-
-    parts = urlsplit(address)
-    ping = ray_client_pb2.ClusterInfoRequest(type=ray_client_pb2.ClusterInfoType.PING)
-    channel = init_grpc_channel(parts.netloc)  # as Ray's client names it ([::1]:10001 too)
-    try:
-        ray_client_pb2_grpc.RayletDriverStub(channel).ClusterInfo(ping, timeout=PING_TIMEOUT_S)
-    except ray.exceptions.AuthenticationError:  # token mode here, and no token found
-        refused = True
-    except grpc.RpcError as exc:
-        refused = exc.code() == grpc.StatusCode.UNAUTHENTICATED
-    else:
-        refused = False
-    finally:
-        channel.close()
-    if refused:
-        token_mode = os.environ.get(AUTH_MODE, "").lower() == "token"
-        sends = "a token that is not the cluster's, or none" if token_mode else "no token"
-        raise ArgumentError(
-            f"{{executor}}: the Ray cluster at {parts.hostname}:{parts.port} requires its auth token and "
-            f"this process sends {sends}; set {AUTH_MODE}=token here and the cluster's token "
-            "(`ray get-auth-token` on its head prints it) in RAY_AUTH_TOKEN, in a file named by "
-            "RAY_AUTH_TOKEN_PATH or in ~/.ray/auth_token, or run with --executor threads",
-            executor=Arg("executor", repr(address), address),
-        )
-
-
-def _before_deadline(join: Any) -> None:
-    """`join()` (a Ray client's `ray.init`) on a thread of its own, given up after `JOIN_TRY_S`: a head
-    whose client server stops answering leaves Ray's client waiting without end. A join waiting for the
-    head's answer to its start is woken by closing its channel (a ConnectionError: the caller tries
-    again); one stuck before that (its first ping, before Ray's client holds a channel we can reach)
-    ends the join."""
-    done: Future[None] = Future()
-
-    def run() -> None:
-        try:
-            done.set_result(join())
-        except BaseException as exc:  # the caller's to raise
-            done.set_exception(exc)
-
-    thread = threading.Thread(target=run, name="ray-join", daemon=True)
-    thread.start()
-    try:
-        done.result(timeout=JOIN_TRY_S)
-    except FutureTimeout:
-        import ray.util.client
-
-        client = ray.util.client.ray.get_context().client_worker
-        with _silenced("ray.util.client.dataclient", "ray.util.client.logsclient"):  # our own ending
-            if client is not None and client.channel is not None:
-                client._in_shutdown = True  # (as its close() starts) its streams end, no reconnects
-                client.channel.close()  # ends its calls: a disconnect alone waits for the head's stream
-            ray.util.client.ray.get_context().disconnect()
-            thread.join(timeout=10)
-        late = f"the head took the connection and did not answer within {JOIN_TRY_S:g} s"
-        if thread.is_alive():
-            raise RuntimeError(late) from None
-        raise ConnectionError(late) from None
-
-
-@contextlib.contextmanager
-def _silenced(*names: str) -> Iterator[None]:
-    loggers = [logging.getLogger(name) for name in names]
-    before = [log.disabled for log in loggers]
-    for log in loggers:
-        log.disabled = True
-    try:
-        yield
-    finally:
-        for log, was in zip(loggers, before, strict=True):
-            log.disabled = was
 
 
 def _ray_address(spec: str) -> str:
@@ -254,7 +148,7 @@ class RayExecutor:
         )
         try:
             if self.address:
-                self._join(ray, quiet)
+                join(ray, self.address, quiet)
             else:
                 # loopback only, whatever this environment said or when ray was imported: read by the
                 # driver (the address it gives the node) and by the processes it starts (what they bind)
@@ -272,20 +166,6 @@ class RayExecutor:
         except Exception as exc:  # one line: what failed, what to do
             ray.shutdown()  # whatever it started
             raise RuntimeError(f"{where} ({one_line(exc)}); or run with --executor threads") from None
-
-    def _join(self, ray: Any, quiet: dict[str, Any]) -> None:
-        """`ray.init` on the cluster, again when the head's side of the join failed: the head starts a
-        client server for each driver, and one can fail to start, to take its token or to answer at all
-        (seen on a busy head). Not again when the head never answered (Ray's client waited ~30 s already);
-        a refused token was ruled out before (`_admits`)."""
-        for tries_left in reversed(range(JOIN_TRIES)):
-            try:
-                _before_deadline(lambda: ray.init(address=self.address, **quiet))
-                return
-            except ConnectionError as exc:
-                if not tries_left or "connection timeout" in str(exc):
-                    raise
-                ray.shutdown()
 
     def attempt(self, rollouts: Rollouts, task: Task, seed: int) -> Trajectory:
         remote = self.connect()

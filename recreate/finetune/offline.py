@@ -26,7 +26,8 @@ from typing import Any
 from recreate.domains.base import Domain, Task
 from recreate.evaluation.stats import bootstrap_ci
 from recreate.experience.schema import Trajectory, load_trajectory
-from recreate.finetune.online import OnlineConfig, pass_at_1, run_rollouts
+from recreate.finetune.online import OnlineConfig, pass_at_1
+from recreate.finetune.online_batches import run_rollouts
 from recreate.finetune.policy import LORA_LR, ServedPolicy
 from recreate.sandbox import resolve_sandbox
 from recreate.scaffold import Scaffold

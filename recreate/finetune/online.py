@@ -9,8 +9,10 @@ One iteration:
 3. a training batch: this iteration's rollouts plus earlier ones at most `max_staleness` versions
    behind; or with `lag` k > 0 a pipeline k deep: the rollouts trained at iteration i are sampled at
    iteration i − k, by the policy k versions back (the first iteration samples those of iterations
-   1..k + 1, by the base policy, so every iteration trains and the staleness rises 0, 1, .., k); the
-   trainer's log-probs of the rollouts sampled now are compared with the engine's (mean |Δ|);
+   1..k + 1, by the base policy, so every iteration trains and the staleness rises 0, 1, .., k; a run
+   given more iterations later samples the batches it lacks with the policy then: less stale, as its
+   rows say); the trainer's log-probs of the batch's rollouts sampled by the current policy are
+   compared with the engine's (mean |Δ|; in a lag run only the first iteration has such rollouts);
 4. `steps_per_iteration` optimizer steps of `algo` on a LoRA over the current version;
 5. the adapter is folded into a new version and served; held-out tasks measure pass@1 (no held-out
    tasks: no measurement, the row's pass@1 is NaN). An iteration that published no version keeps the
@@ -22,8 +24,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import random
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
@@ -34,12 +34,17 @@ from recreate.domains.base import Domain, Task
 from recreate.errors import Arg, ArgumentError
 from recreate.evaluation.stats import bootstrap_ci
 from recreate.experience.schema import Trajectory
+from recreate.finetune.online_batches import (
+    replay_batch,
+    run_rollouts,
+    sample_for,
+    to_sample,
+    versions_behind,
+)
 from recreate.finetune.policy import LORA_LR, ServedPolicy
-from recreate.local import LOCAL_TEMPERATURE, ServerInfo, local_agent_options
+from recreate.local import LOCAL_TEMPERATURE
 from recreate.sandbox import resolve_sandbox
 from recreate.scaffold import Scaffold
-
-SAMPLED = "SAMPLED"  # in a rollouts folder: every rollout of it was written (which iteration, which policy)
 
 
 @dataclass
@@ -83,7 +88,7 @@ class IterationRow:
     policy: str
     val_pass_at_1: float
     val_ci: tuple[float, float]
-    reward_mean: float | None = None
+    reward_mean: float | None = None  # of the rollouts sampled at this iteration, by its policy (None: none)
     train_trajectories: int = 0
     replayed: int = 0
     staleness: float | None = None  # mean policy versions between the trained rollouts and the trainer
@@ -92,69 +97,6 @@ class IterationRow:
     generated_tokens: int = 0
     wall_s: float = 0.0
     val_from: int | None = None  # the policy was unchanged: the held-out runs in eval/it-<val_from> stand
-
-
-def run_rollouts(
-    scaffold: Scaffold,
-    domain: Domain,
-    server: ServerInfo,
-    tasks: list[Task],
-    seeds: list[int],
-    *,
-    out_dir: Path,
-    policy_index: int,
-    config: OnlineConfig,
-    sandbox: Any,
-) -> list[Trajectory]:
-    """Evaluated rollouts of every (task, seed), saved under `out_dir` with their policy version."""
-    from recreate.evaluation import Rollouts
-
-    options = {**local_agent_options(server), "max_tokens": config.max_reply_tokens}
-    runner = Rollouts(
-        scaffold, domain, model=server.spec, sandbox=sandbox, cache=False, trajectory_dir=out_dir / "raw",
-        run_id=out_dir.name, **options,
-    )  # fmt: skip
-    trajectories = runner.run_many(tasks, seeds=seeds, concurrency=config.concurrency, progress=False)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for traj in trajectories:
-        traj.metadata["policy_version"] = policy_index
-        traj.save(out_dir / f"{traj.trajectory_id}.json")
-    return trajectories
-
-
-def sample_for(
-    j: int,
-    run_dir: Path,
-    scaffold: Scaffold,
-    domain: Domain,
-    server: ServerInfo,
-    train_tasks: list[Task],
-    policy_index: int,
-    config: OnlineConfig,
-    sandbox: Any,
-    iteration: int,
-) -> list[Trajectory]:
-    """The training rollouts of iteration `j` (its tasks and seeds), sampled now by `policy_index`, and
-    the mark that they are complete."""
-    tasks = tasks_of_iteration(train_tasks, config.seed, j, config.tasks_per_iteration)
-    seeds = [config.seed * 100_000 + j * 1000 + g for g in range(config.group_size)]
-    out = run_dir / "rollouts" / f"it-{j:03d}"
-    done = run_rollouts(
-        scaffold, domain, server, tasks, seeds, out_dir=out, policy_index=policy_index, config=config,
-        sandbox=sandbox,
-    )  # fmt: skip
-    mark = {"sampled_at": iteration, "policy_version": policy_index}
-    (out / SAMPLED).write_text(json.dumps(mark), encoding="utf-8")
-    return done
-
-
-def tasks_of_iteration(tasks: list[Task], seed: int, iteration: int, count: int) -> list[Task]:
-    """The `count` training tasks of `iteration` (>= 1): the order after `iteration` shuffles of one
-    seeded generator, so a resumed run samples what the uninterrupted one would have."""
-    rng, order = random.Random(seed), list(tasks)
-    for _ in range(iteration):
-        rng.shuffle(order)
-    return (order * count)[:count]
 
 
 _NO_SCORE = (float("nan"), (float("nan"), float("nan")))
@@ -166,53 +108,6 @@ def pass_at_1(trajectories: list[Trajectory]) -> tuple[float, tuple[float, float
         per_task.setdefault(traj.task_id, []).append(float(bool(traj.evaluation and traj.evaluation.passed)))
     means = [sum(v) / len(v) for v in per_task.values()]
     return (sum(means) / len(means) if means else 0.0), bootstrap_ci(means)
-
-
-def to_sample(run_dir: Path, iteration: int, config: OnlineConfig) -> list[int]:
-    """The iterations whose training rollouts (rollouts/it-<j>) `iteration` samples: its own; with a lag
-    k, every one up to k ahead not sampled by an earlier iteration (the first samples 1..k + 1, each
-    later one i + k, a run given more iterations what it lacks). A restarted iteration samples its
-    part again: a folder it began is cut short or comes from an attempt whose files are not trained on."""
-    last = min(iteration + config.lag, config.iterations)
-    return [j for j in range(iteration, last + 1) if not _sampled_before(run_dir, j, iteration)]
-
-
-def _sampled_before(run_dir: Path, j: int, iteration: int) -> bool:
-    try:
-        mark = json.loads((run_dir / "rollouts" / f"it-{j:03d}" / SAMPLED).read_text(encoding="utf-8"))
-        return int(mark["sampled_at"]) < iteration
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-
-
-def replay_batch(
-    run_dir: Path, iteration: int, current_version: int, max_staleness: int, lag: int = 0
-) -> Path:
-    """Hard-links of the trajectories to train on, in one folder for the dataset loader. `lag` k > 0:
-    only those sampled for this iteration (k iterations ago); else those at most `max_staleness`
-    versions behind."""
-    if lag and max_staleness:
-        raise ValueError("online training takes either lag or max_staleness, not both")
-    batch = run_dir / "batches" / f"it-{iteration:03d}"
-    batch.mkdir(parents=True, exist_ok=True)
-    pattern = f"it-{iteration:03d}/*.json" if lag else "it-*/*.json"
-    for file in sorted((run_dir / "rollouts").glob(pattern)):
-        if file.is_symlink() or not file.is_file():  # the loop writes plain files; a link is not one of them
-            continue
-        version = json.loads(file.read_text(encoding="utf-8"))["metadata"].get("policy_version", -1)
-        if lag or current_version - version <= max_staleness:
-            target = batch / file.name
-            if not target.exists():
-                os.link(file, target)
-    return batch
-
-
-def versions_behind(batch: Path, current_version: int) -> float | None:
-    """Mean policy versions between the rollouts in `batch` and `current_version` (None: no rollouts)."""
-    versions = [
-        json.loads(f.read_text(encoding="utf-8"))["metadata"]["policy_version"] for f in batch.glob("*.json")
-    ]
-    return current_version - sum(versions) / len(versions) if versions else None
 
 
 def logprob_mismatch(dataset: Any, model_dir: Path, fresh_ids: set[str], limit: int = 8) -> float | None:
@@ -268,6 +163,12 @@ def mean_metrics(path: Path) -> dict[str, float]:
     return {k: sum(r.get(k, 0.0) for r in rows) / len(rows) for k in sorted(keys)}
 
 
+def _written(config: OnlineConfig) -> dict[str, Any]:
+    """What config.json holds: the settings, and for a lag run how its batches are sampled (a lag run
+    of before 2026-12-07 sampled none ahead and cannot go on under this one's rules)."""
+    return asdict(config) | ({"lag_layout": "pipeline"} if config.lag else {})
+
+
 def _check_resumable(run_dir: Path, config: OnlineConfig) -> None:
     """A run resumes with the settings it started with (more iterations are fine): its rows so far came
     from those, and the rest must come from the same."""
@@ -275,7 +176,7 @@ def _check_resumable(run_dir: Path, config: OnlineConfig) -> None:
         before = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return  # nothing started here (or a config never completed: no row was written under it)
-    now = json.loads(json.dumps(asdict(config)))  # as it was written (tuples are lists there)
+    now = json.loads(json.dumps(_written(config)))  # as it was written (tuples are lists there)
     changed = sorted(k for k in set(before) | set(now) if k != "iterations" and before.get(k) != now.get(k))
     if changed and _lines(run_dir / "metrics.jsonl"):
         shown = "; ".join(
@@ -313,7 +214,7 @@ def online_train(
     sandbox = resolve_sandbox(sandbox)
     run_dir.mkdir(parents=True, exist_ok=True)
     _check_resumable(run_dir, config)
-    (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=1), encoding="utf-8")
+    (run_dir / "config.json").write_text(json.dumps(_written(config), indent=1), encoding="utf-8")
     metrics_file = run_dir / "metrics.jsonl"
     rows = [IterationRow(**json.loads(line)) for line in _lines(metrics_file)]
     if len(rows) > config.iterations:  # a finished run: nothing to serve or sample
@@ -412,8 +313,10 @@ def _resume_from_last_row(policy: ServedPolicy, name: str, run_dir: Path, log: A
         ) from None
 
 
-def _mean_reward(trajectories: list[Trajectory]) -> float:
-    return sum(t.evaluation.score for t in trajectories if t.evaluation) / max(1, len(trajectories))
+def _mean_reward(trajectories: list[Trajectory]) -> float | None:
+    if not trajectories:  # a lag-k run's last k iterations sample nothing
+        return None
+    return sum(t.evaluation.score for t in trajectories if t.evaluation) / len(trajectories)
 
 
 def _describe(row: IterationRow) -> str:

@@ -24,7 +24,8 @@ from recreate.domains import get_domain
 from recreate.errors import ArgumentError
 from recreate.evaluation import RolloutCache, Rollouts
 from recreate.evaluation.errors import ERROR_KEY
-from recreate.evaluation.ray_executor import JOIN_TRIES, RETRIES, RayExecutor
+from recreate.evaluation.ray_executor import RETRIES, RayExecutor
+from recreate.evaluation.ray_join import JOIN_TRIES
 from recreate.experience.store import ExperienceStore
 from recreate.models import Budget, BudgetExceeded, UsageLedger
 from recreate.sandbox import SandboxSpec, get_sandbox

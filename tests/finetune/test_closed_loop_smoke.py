@@ -128,7 +128,7 @@ def test_a_lagged_run_trains_every_iteration_on_rollouts_of_the_policy_k_back(
 ) -> None:
     """Lag 1: the first iteration samples the batches of iterations 1 and 2 with the base policy and
     trains on the first; the second trains on the other, one version behind (if the first published)."""
-    main(_toy(hf_model, tmp_path, "--iterations", "2", "--staleness", "1", "--group-size", "2"))
+    main(_toy(hf_model, tmp_path, "--iterations", "1", "--staleness", "1", "--group-size", "2"))
     run = tmp_path / "runs" / "k1" / "grpo-lr0.0001" / "seed-0"
     for j in (1, 2):
         folder = run / "rollouts" / f"it-{j:03d}"
@@ -143,6 +143,8 @@ def test_a_lagged_run_trains_every_iteration_on_rollouts_of_the_policy_k_back(
     assert rows[2]["staleness"] == (1 if first_published else 0)
     assert not (run / "rollouts" / "it-003").exists()  # nothing sampled past the run's end
     assert versions == list(range(len({r["policy"] for r in rows})))
+    summary = json.loads((tmp_path / "results" / "closed_loop.json").read_text())["staleness"]["k1"]
+    assert summary["variants"]["grpo"]["staleness_reached"] == rows[2]["staleness"]
 
 
 def test_an_iteration_that_publishes_no_policy_keeps_the_last_measurement_of_it(

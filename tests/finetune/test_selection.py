@@ -9,7 +9,8 @@ import pytest
 
 from recreate.experience.schema import ModelInfo, Step
 from recreate.finetune.offline import FinetuneError, select_trajectories
-from recreate.finetune.online import pass_at_1, replay_batch
+from recreate.finetune.online import pass_at_1
+from recreate.finetune.online_batches import replay_batch
 from tests.experience.factory import make_trajectory
 
 SAMPLED = {"temperature": 0.7, "post_sampling_probs": True, "top_k": 0}

@@ -7,7 +7,6 @@ import json
 import random
 import re
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recreate.finetune.online import OnlineConfig, _check_resumable, train_config
+from recreate.errors import ArgumentError
+from recreate.finetune.online import OnlineConfig, _check_resumable, _written, train_config
 from recreate.local import LOCAL_TEMPERATURE
 from tapo_backend import cli
 from tapo_backend.config import ConfigError, LoraSettings
@@ -135,7 +135,7 @@ def test_lag_reaches_the_loop_and_excludes_max_staleness(monkeypatch, capsys, re
 def _started_run(run_dir: Path, config: OnlineConfig) -> Path:
     """A run folder as an interrupted run leaves it: its settings and one row."""
     run_dir.mkdir(parents=True)
-    (run_dir / "config.json").write_text(json.dumps(asdict(config)))
+    (run_dir / "config.json").write_text(json.dumps(_written(config)))  # as the loop writes it
     (run_dir / "metrics.jsonl").write_text(json.dumps({"iteration": 0}) + "\n")
     return run_dir
 
@@ -155,6 +155,20 @@ def test_a_run_resumes_only_with_the_settings_it_started_with(
     _check_resumable(run_dir, OnlineConfig(train={"lr": 3e-4}))
 
 
+def test_a_lag_run_of_the_layout_before_the_pipeline_is_not_resumed_under_it(tmp_path) -> None:
+    old = OnlineConfig(lag=2)
+    run_dir = _started_run(tmp_path / "run", old)
+    written = json_of(run_dir / "config.json")
+    assert written["lag_layout"] == "pipeline"
+    del written["lag_layout"]  # as a lag run wrote it before 2026-12-07 (no batch sampled ahead)
+    (run_dir / "config.json").write_text(json.dumps(written))
+    with pytest.raises(ArgumentError, match=r'lag_layout null there, "pipeline" now'):
+        _check_resumable(run_dir, old)
+    on_policy = _started_run(tmp_path / "on-policy", OnlineConfig())
+    assert "lag_layout" not in json_of(on_policy / "config.json")  # its layout never changed
+    _check_resumable(on_policy, OnlineConfig(iterations=20))
+
+
 def json_of(path: Path) -> dict:
     return json.loads(path.read_text())
 
@@ -163,7 +177,7 @@ def json_of(path: Path) -> dict:
     tasks=st.integers(1, 12), count=st.integers(1, 20), seed=st.integers(0, 10_000), stop=st.integers(1, 6)
 )
 def test_an_iterations_tasks_do_not_depend_on_where_the_run_resumed(tasks, count, seed, stop) -> None:
-    from recreate.finetune.online import tasks_of_iteration
+    from recreate.finetune.online_batches import tasks_of_iteration
 
     pool = [f"t{i}" for i in range(tasks)]
     uninterrupted, rng, order = [], random.Random(seed), list(pool)
