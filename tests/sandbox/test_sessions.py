@@ -73,6 +73,25 @@ def test_persistent_shell_keeps_cwd_and_exports(open_session) -> None:
     assert session.run("echo $EXTRA", timeout=30, env={"EXTRA": "per-call"}).stdout == "per-call\n"
 
 
+def test_persistent_state_that_shrinks_leaves_nothing_of_the_longer_one(open_session) -> None:
+    """The state is overwritten in place: what a longer earlier state leaves behind is never read."""
+    session = open_session(persistent=True)
+    deep = "d" * 120
+    session.run(
+        f"mkdir -p {deep}/e && cd {deep}/e && export LONG={'x' * 3000} KEEP=1 "
+        "TRICK=\"$(printf 'a\\nreturn 0\\nexport LATE=1')\"",
+        timeout=30,
+    )
+    assert session.run("cd .. && unset LONG", timeout=30).ok
+    shown = 'pwd; echo "long=${LONG-unset} keep=$KEEP late=${LATE-unset}"; echo "$TRICK"'
+    result = session.run(shown, timeout=30)
+    lines = result.stdout.split("\n")
+    assert lines[0].endswith(f"/{deep}") and lines[1] == "long=unset keep=1 late=unset"
+    assert lines[2:5] == ["a", "return 0", "export LATE=1"]
+    assert session.run("cd / && unset TRICK && export SHORT=1", timeout=30).ok
+    assert session.run('pwd; echo "${TRICK-unset} $SHORT $KEEP"', timeout=30).stdout == "/\nunset 1 1\n"
+
+
 def test_environment_is_a_fresh_allow_list(open_session, secret_env: str, monkeypatch) -> None:
     monkeypatch.setenv("SOME_HOST_SETTING", "host-only")
     session = open_session(env={"SPEC_VAR": "from-spec"})
