@@ -16,40 +16,16 @@ from recreate.experience.index import ExperienceIndex
 from recreate.experience.store import ExperienceStore
 from recreate.testing import ScriptedOpenAIServer
 from tests.main_job import main_job_run  # noqa: F401  (the session's short main job, shared by areas)
+from tests.suite_order import (  # noqa: F401  (how a parallel run hands out the tests)
+    pytest_collection_modifyitems,
+    pytest_runtest_logreport,
+    pytest_terminal_summary,
+    pytest_xdist_make_scheduler,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 FAKE_KEY = "sk-test-SECRET-0123456789abcdefghij"
-
-
-# Session fixtures that cost minutes or gigabytes, and the files that use them: under pytest-xdist
-# (`RECREATE_TEST_WORKERS=N bash scripts/test.sh`) each group runs on one worker, so the suite makes
-# each fixture once; every other file is a group of its own (its module fixtures are made once).
-# tests/test_suite_groups.py checks that every user of such a fixture is listed here.
-SHARED_FIXTURES = {"main_job_run": "main-job", "vllm_python": "vllm", "docker_host": "docker"}
-FILE_GROUPS = {
-    "tests/finetune/test_evolve_step.py": "main-job",
-    "tests/ui/test_real_home.py": "main-job",
-    "tests/local/test_vllm.py": "vllm",
-    "tests/tapo_backend/test_serve.py": "vllm",
-    "tests/sandbox/test_docker.py": "docker",
-    "tests/sandbox/test_hostile.py": "docker",
-    "tests/domains/repo/test_repo_docker.py": "docker",
-}
-
-
-@pytest.hookimpl(optionalhook=True)  # xdist may be absent (`-p no:xdist`)
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Whole files (or FILE_GROUPS) per worker. (xdist's `--dist loadgroup` reads marks through the test
-    ids, which pytest 9 no longer lets a plugin change, so the grouping is done here.)"""
-    from xdist.scheduler import LoadScopeScheduling
-
-    class ByFile(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            file = nodeid.split("::")[0]
-            return FILE_GROUPS.get(file, file)
-
-    return ByFile(config, log)
 
 
 def _recording(opened: list[Any], make: Callable[..., Any]) -> Callable[..., Any]:
