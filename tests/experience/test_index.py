@@ -267,16 +267,16 @@ class SlowToFingerprint(HashEmbedding):
 
 
 def test_threads_writing_a_fresh_index_at_once_share_one_vector_cache(tmp_path: Path) -> None:
-    def cache_files() -> int:
+    cache = tmp_path / "vector-cache.sqlite"
+
+    def cache_files() -> int:  # this test's own (an earlier test's garbage may hold another cache open)
         found = 0
         for fd in os.listdir("/proc/self/fd"):
             with contextlib.suppress(OSError):
-                found += os.readlink(f"/proc/self/fd/{fd}").endswith("vector-cache.sqlite")
+                found += os.readlink(f"/proc/self/fd/{fd}") == str(cache.resolve())
         return found
 
-    index = ExperienceIndex(
-        tmp_path / "chroma", embedding=SlowToFingerprint(), vector_cache=tmp_path / "vector-cache.sqlite"
-    )
+    index = ExperienceIndex(tmp_path / "chroma", embedding=SlowToFingerprint(), vector_cache=cache)
     gc.disable()  # a lost cache's connection would otherwise close whenever the collector runs
     try:
         writers = [threading.Thread(target=index.add, args=([make_trajectory(f"t-{n}")],)) for n in range(6)]
