@@ -4,10 +4,13 @@ for, and opens the next spare in the background.
 An evolve run opens a few sessions per task, each with one of a handful of specs (the agent's, the
 evaluator's, the meta-agent's), and each open is on the task's critical path (~15 ms for bwrap on an idle
 machine, several times that under load; ~0.2 s for a container). A spare is made for a spec from its
-`ASKS_BEFORE_SPARES`-th open on, one at a time per spec, for at most `MAX_SPECS` specs (the least
-recently asked-for spec's spare is closed). A spec opened a few times only (a probe; a repository task's
-own image, run with two seeds) gets none, so no container is started for nothing; the specs an evolve
-run opens for every task get one each from their third task on.
+`ASKS_BEFORE_SPARES`-th open on, for at most `MAX_SPECS` specs (the least recently asked-for spec's
+spares are closed). A spec opened a few times only (a probe; a repository task's own image, run with two
+seeds) gets none, so no container is started for nothing; the specs an evolve run opens for every task
+get one each from their third task on. A spec keeps one spare until a caller finds its spares all still
+opening: concurrent tasks ask for the same spec in bursts (at concurrency 8, eight agents open their
+sandboxes within milliseconds), so each such miss keeps one more spare of it ready, up to `MAX_DEPTH`,
+and `MAX_SPARES` in all.
 
 A spare is as fresh as any session: nothing runs in it before it is handed out, it is built from a copy
 of the spec as it was when asked for, and it is handed out once, to one caller. No caller waits for a
@@ -30,6 +33,8 @@ from recreate.sandbox.background import close_soon, close_when_opened, open_soon
 from recreate.sandbox.base import SandboxSpec, Session
 
 MAX_SPECS = 8
+MAX_DEPTH = 8  # spares kept ready of one spec
+MAX_SPARES = 24  # of all specs (a container each, for docker)
 ASKS_BEFORE_SPARES = 3
 Opener = Callable[[SandboxSpec | None], Session]
 _ALL: weakref.WeakSet[Spares] = weakref.WeakSet()
@@ -49,7 +54,8 @@ class Spares:
         self._alive = alive or (lambda session: True)
         self._lock = threading.Lock()
         self._asked: OrderedDict[str, int] = OrderedDict()  # spec key -> opens asked, most recent last
-        self._ready: dict[str, Future[Session]] = {}
+        self._ready: dict[str, list[Future[Session]]] = {}  # spec key -> spares, oldest first
+        self._depth: dict[str, int] = {}  # spec key -> how many spares it keeps
         _ALL.add(self)
 
     def open(self, spec: SandboxSpec) -> Session:
@@ -58,13 +64,13 @@ class Spares:
         assert opener is not None  # the backend calling us holds it
         with self._lock:
             self._asked[key] = self._asked.pop(key, 0) + 1
-            spare = self._ready.get(key)
-            if spare is not None and spare.done():
-                del self._ready[key]  # handed out (or dropped, if its open failed): exactly once
-            else:
-                spare = None
-            if key not in self._ready and self._asked[key] >= ASKS_BEFORE_SPARES:
-                self._ready[key] = open_soon(opener, copy.deepcopy(spec))
+            spare = self._take(key)
+            if self._asked[key] >= ASKS_BEFORE_SPARES:
+                waiting = self._ready.setdefault(key, [])
+                in_all = sum(len(futures) for futures in self._ready.values())
+                while len(waiting) < self._depth.get(key, 1) and in_all < MAX_SPARES:
+                    waiting.append(open_soon(opener, copy.deepcopy(spec)))
+                    in_all += 1
             evicted = self._evict()
         for future in evicted:
             close_when_opened(future)
@@ -75,19 +81,31 @@ class Spares:
             close_soon(session)
         return opener(spec)
 
+    def _take(self, key: str) -> Future[Session] | None:
+        """The oldest finished spare of `key`, handed out (or dropped, if its open failed) exactly once;
+        None when there is none, and then one more is kept from now on if all were still opening."""
+        waiting = self._ready.get(key, [])
+        for i, future in enumerate(waiting):
+            if future.done():
+                return waiting.pop(i)
+        if waiting:
+            self._depth[key] = min(self._depth.get(key, 1) + 1, MAX_DEPTH)
+        return None
+
     def _evict(self) -> list[Future[Session]]:
         evicted = []
         while len(self._asked) > MAX_SPECS:
             key, _ = self._asked.popitem(last=False)
-            if key in self._ready:
-                evicted.append(self._ready.pop(key))
+            evicted += self._ready.pop(key, [])
+            self._depth.pop(key, None)
         return evicted
 
     def close(self) -> None:
         """Close every spare: those open now, those still opening once they are; asked-for counts
         start again."""
         with self._lock:
-            ready, self._ready = list(self._ready.values()), {}
+            ready = [future for futures in self._ready.values() for future in futures]
+            self._ready, self._depth = {}, {}
             self._asked.clear()
         for future in ready:
             session = _usable(future)
@@ -102,7 +120,7 @@ class Spares:
         among them, whose inherited pipes then kept the parent's sandboxes alive after the parent died).
         The dropped copies never close the parent's sessions (`ClosingSession.__del__`)."""
         self._lock = threading.Lock()  # a parent thread may have held it at the fork
-        self._ready = {}
+        self._ready, self._depth = {}, {}
         self._asked = OrderedDict()
 
 

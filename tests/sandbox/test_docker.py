@@ -182,11 +182,11 @@ def test_a_spare_container_serves_a_spec_asked_for_again_and_is_removed_with_the
     spec = SandboxSpec(labels={"recreate.run": "spares"})
     for _ in range(ASKS_BEFORE_SPARES):
         sandbox.open(spec).close()
-    spare = sandbox._spares._ready[repr(spec)].result(timeout=120)
+    spare = sandbox._spares._ready[repr(spec)][0].result(timeout=120)
     session = sandbox.open(spec)
     assert session is spare and session.run("ls -A", timeout=30).stdout == ""
     session.close()
-    following = sandbox._spares._ready[repr(spec)].result(timeout=120)
+    following = sandbox._spares._ready[repr(spec)][0].result(timeout=120)
     sandbox.close_spares()
     assert sandbox.client().api.containers(all=True, filters={"id": following.id}) == []
 
@@ -198,7 +198,7 @@ def test_a_spare_container_that_died_while_it_waited_is_not_handed_out(sandbox, 
     spec = SandboxSpec(labels={"recreate.run": "spares-died"})
     for _ in range(ASKS_BEFORE_SPARES):
         sandbox.open(spec).close()
-    spare = sandbox._spares._ready[repr(spec)].result(timeout=120)
+    spare = sandbox._spares._ready[repr(spec)][0].result(timeout=120)
     if not channel:
         spare.channel.mode = "none"  # an image whose server cannot drop privileges: one exec a command
     try:  # the OOM killer, an engine restart, an admin: while it sat idle
@@ -221,7 +221,7 @@ def test_a_pickled_copy_opens_its_own_containers_and_shares_no_spares(sandbox) -
     spec = SandboxSpec(labels={"recreate.run": "spares-copied"})
     for _ in range(ASKS_BEFORE_SPARES):
         sandbox.open(spec).close()
-    spare = sandbox._spares._ready[repr(spec)].result(timeout=120)
+    spare = sandbox._spares._ready[repr(spec)][0].result(timeout=120)
     copy = pickle.loads(pickle.dumps(sandbox))
     try:
         assert copy._client is None and copy.image == sandbox.image
@@ -241,7 +241,7 @@ sandbox = get_sandbox("docker", image=sys.argv[1])
 spec = SandboxSpec(labels={"recreate.run": sys.argv[2]})
 for _ in range(4):
     sandbox.open(spec).close()
-sandbox._spares._ready[repr(spec)].result(timeout=120)
+sandbox._spares._ready[repr(spec)][0].result(timeout=120)
 print("ready", flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """

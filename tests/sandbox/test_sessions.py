@@ -82,7 +82,8 @@ def test_persistent_state_that_shrinks_leaves_nothing_of_the_longer_one(open_ses
         "TRICK=\"$(printf 'a\\nreturn 0\\nexport LATE=1')\"",
         timeout=30,
     )
-    assert session.run("cd .. && unset LONG", timeout=30).ok
+    shadowed = "echo() { printf X; } && pwd() { printf /; }"  # the command's own functions
+    assert session.run(f"cd .. && unset LONG && {shadowed}", timeout=30).ok
     shown = 'pwd; echo "long=${LONG-unset} keep=$KEEP late=${LATE-unset}"; echo "$TRICK"'
     result = session.run(shown, timeout=30)
     lines = result.stdout.split("\n")

@@ -6,11 +6,12 @@ from __future__ import annotations
 import pickle
 import shutil
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
 from recreate.sandbox import SandboxSpec, get_sandbox
+from recreate.sandbox import spares as spares_module
 from recreate.sandbox.base import SandboxError, Session
 from recreate.sandbox.bwrap import BwrapSandbox
 from recreate.sandbox.spares import ASKS_BEFORE_SPARES, MAX_SPECS, Spares
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewra
 
 
 def ready_spare(spares: Spares, spec: SandboxSpec) -> Session:
-    future: Future[Session] = spares._ready[repr(spec)]
+    future: Future[Session] = spares._ready[repr(spec)][0]
     return future.result(timeout=60)
 
 
@@ -90,7 +91,7 @@ def test_a_spare_that_failed_to_open_leaves_the_caller_to_open_its_own() -> None
     spares, spec = Spares(open_session), SandboxSpec()
     opened = [spares.open(spec) for _ in range(ASKS_BEFORE_SPARES)]  # the last asks for the first spare
     with pytest.raises(SandboxError):
-        spares._ready[repr(spec)].result(timeout=60)
+        spares._ready[repr(spec)][0].result(timeout=60)
     after = spares.open(spec)  # the failed spare is dropped: this caller opens its own, then a spare
     assert after.run("true", timeout=30).ok and len(calls) >= ASKS_BEFORE_SPARES + 2
     for session in [*opened, after]:
@@ -116,7 +117,7 @@ def test_a_pickled_bwrap_backend_opens_its_own_sessions_and_shares_no_spares() -
     sandbox, spec = BwrapSandbox(), SandboxSpec(env={"WHO": "copied"})
     for _ in range(ASKS_BEFORE_SPARES):
         sandbox.open(spec).close()
-    spare = sandbox._spares._ready[repr(spec)].result(timeout=60)
+    spare = sandbox._spares._ready[repr(spec)][0].result(timeout=60)
     copy = pickle.loads(pickle.dumps(sandbox))
     try:
         with copy.open(spec) as session:
@@ -126,3 +127,40 @@ def test_a_pickled_bwrap_backend_opens_its_own_sessions_and_shares_no_spares() -
         spare.close()
         copy.close_spares()
         sandbox.close_spares()
+
+
+def test_a_burst_of_callers_keeps_more_spares_of_its_spec_ready_for_the_next_burst(monkeypatch) -> None:
+    """Concurrent tasks ask for a spec at once: a caller who finds its spares all still opening keeps one
+    more of them from then on, so the next burst is served by spares (up to MAX_DEPTH, MAX_SPARES)."""
+    monkeypatch.setattr(spares_module, "MAX_DEPTH", 3)
+    backend, spec, burst = BwrapSandbox(), SandboxSpec(env={"WHO": "burst"}), 4
+    opened: list[Session] = []
+
+    def slow_open(asked: SandboxSpec | None) -> Session:
+        time.sleep(0.3)  # slower than a burst's callers are apart
+        session = backend._open_now(asked)
+        opened.append(session)
+        return session
+
+    spares = Spares(slow_open)
+    try:
+        for _ in range(ASKS_BEFORE_SPARES):
+            spares.open(spec).close()
+        with ThreadPoolExecutor(burst) as pool:
+            first = list(pool.map(lambda _: spares.open(spec), range(burst)))
+        assert len(spares._ready[repr(spec)]) == 3  # one, then one more per miss, up to MAX_DEPTH
+        ready = [future.result(timeout=60) for future in spares._ready[repr(spec)]]
+        with ThreadPoolExecutor(burst) as pool:
+            second = list(pool.map(lambda _: spares.open(spec), range(burst)))
+        assert sum(session in ready for session in second) == 3 and len(set(map(id, second))) == burst
+        assert all(s.run('echo "$WHO"', timeout=30).stdout == "burst\n" for s in first + second)
+        monkeypatch.setattr(spares_module, "MAX_SPARES", 1)  # in all, over every spec
+        other = SandboxSpec(env={"WHO": "other"})
+        for _ in range(ASKS_BEFORE_SPARES):
+            spares.open(other).close()
+        assert not spares._ready[repr(other)]  # the burst's spec holds the only place
+    finally:
+        spares.close()
+        for session in opened:
+            session.close()
+    assert all(wait_closed(session) for session in opened)

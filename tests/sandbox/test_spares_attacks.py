@@ -130,7 +130,7 @@ def test_a_spare_is_built_from_the_spec_as_it_was_asked_for() -> None:
     spec.env["WHO"] = "changed later"  # a frozen spec's dict is still mutable
     release.set()
     asked = SandboxSpec(env={"WHO": "asked"})
-    spares._ready[repr(asked)].result(timeout=60)
+    spares._ready[repr(asked)][0].result(timeout=60)
     session = spares.open(asked)
     try:
         assert session.spec == asked and session.run('echo "$WHO"', timeout=30).stdout == "asked\n"
@@ -180,7 +180,7 @@ for n in range(3):
     spec = SandboxSpec(env={"N": str(n)})
     for _ in range(4):
         sandbox.open(spec).close()
-    sandbox._spares._ready[repr(spec)].result(timeout=60)
+    sandbox._spares._ready[repr(spec)][0].result(timeout=60)
 sandbox.open(SandboxSpec(env={"N": "0"}))  # a spare handed out, its next one still opening
 print("ready", flush=True)
 if sys.argv[2] == "kill":
