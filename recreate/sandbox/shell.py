@@ -20,20 +20,23 @@ MARKER = "RECREATE_COMMAND"
 # again on exit, whatever the exit. The state files are overwritten in place (`1<>`), not truncated:
 # on ext4 a truncate-and-rewrite forces the file's writeback at close (auto_da_alloc), ~0.45 ms a
 # file, more than the rest of the command. What a shorter state leaves behind is never read: the env
-# file ends in `return` (it is sourced), the cwd file's first line is the directory. (A function the
-# command defined with the name of a builtin the save uses is dropped first.)
+# file ends in `return` (it is sourced), the cwd file's first line is the directory (empty when `pwd`
+# fails: bash's does in a deleted directory). The save's command names are quoted, so no alias the
+# command defined applies to them, and the command's functions of those names are dropped first.
 _PERSISTENT_SCRIPT = r"""
 __recreate_state=$1
 __recreate_cmd=$2
 __recreate_marker=$RECREATE_COMMAND
 if [ -f "$__recreate_state.env" ]; then . "$__recreate_state.env"; fi
 export RECREATE_COMMAND="$__recreate_marker"
-if [ -f "$__recreate_state.cwd" ] && read -r __recreate_dir <"$__recreate_state.cwd"; then
+if [ -f "$__recreate_state.cwd" ] && IFS= read -r __recreate_dir <"$__recreate_state.cwd" &&
+    [ -n "$__recreate_dir" ]; then
     cd "$__recreate_dir"
 fi
 eval "$3"
-trap 'unset -f echo pwd export
-{ export -p; echo return 0; } 1<>"$__recreate_state.env"; pwd 1<>"$__recreate_state.cwd"' EXIT
+trap '\unset -f echo pwd export
+{ \export -p; \echo return 0; } 1<>"$__recreate_state.env"
+\pwd 1<>"$__recreate_state.cwd" || \echo 1<>"$__recreate_state.cwd"' EXIT
 set --
 eval "$__recreate_cmd"
 """

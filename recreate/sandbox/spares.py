@@ -82,12 +82,14 @@ class Spares:
         return opener(spec)
 
     def _take(self, key: str) -> Future[Session] | None:
-        """The oldest finished spare of `key`, handed out (or dropped, if its open failed) exactly once;
-        None when there is none, and then one more is kept from now on if all were still opening."""
+        """The oldest spare of `key` that opened, handed out exactly once (those whose open failed are
+        dropped); None when there is none, and then one more is kept from now on if all were still
+        opening."""
         waiting = self._ready.get(key, [])
-        for i, future in enumerate(waiting):
-            if future.done():
-                return waiting.pop(i)
+        for future in [future for future in waiting if future.done()]:
+            waiting.remove(future)
+            if _usable(future) is not None:
+                return future
         if waiting:
             self._depth[key] = min(self._depth.get(key, 1) + 1, MAX_DEPTH)
         return None
@@ -111,7 +113,7 @@ class Spares:
             session = _usable(future)
             if session is not None:
                 session.close()
-            elif not future.done():
+            else:  # still opening (or done since we looked: then closed at once)
                 close_when_opened(future)
 
     def _forget_inherited(self) -> None:

@@ -164,3 +164,21 @@ def test_a_burst_of_callers_keeps_more_spares_of_its_spec_ready_for_the_next_bur
         for session in opened:
             session.close()
     assert all(wait_closed(session) for session in opened)
+
+
+def test_a_spare_that_opened_is_handed_out_before_one_that_failed_is_dropped() -> None:
+    backend, spec = BwrapSandbox(), SandboxSpec()
+    spares = Spares(backend._open_now)
+    for _ in range(ASKS_BEFORE_SPARES - 1):
+        spares.open(spec).close()
+    failed: Future[Session] = Future()
+    failed.set_exception(SandboxError("the keeper did not start"))
+    good: Future[Session] = Future()
+    good.set_result(backend._open_now(spec))
+    spares._ready[repr(spec)] = [failed, good]
+    try:
+        assert spares.open(spec) is good.result()  # not an open of its own for the failed one
+        assert failed not in spares._ready[repr(spec)]
+    finally:
+        good.result().close()
+        spares.close()
