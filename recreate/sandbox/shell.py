@@ -23,11 +23,16 @@ MARKER = "RECREATE_COMMAND"
 # file ends in `return` (it is sourced), the cwd file's first line is the directory (empty when `pwd`
 # fails: bash's does in a deleted directory). The save's command names are quoted, so no alias the
 # command defined applies to them, and the command's functions of those names are dropped first.
+# A state that cannot be written whole (the command filled /tmp) is emptied and said on stderr, and one
+# that cannot be read (a save cut short by a kill) is said and skipped (`command .`: a syntax error in
+# it does not end the shell): either way the session loses its variables, never its later commands.
 _PERSISTENT_SCRIPT = r"""
 __recreate_state=$1
 __recreate_cmd=$2
 __recreate_marker=$RECREATE_COMMAND
-if [ -f "$__recreate_state.env" ]; then . "$__recreate_state.env"; fi
+if [ -f "$__recreate_state.env" ] && ! command . "$__recreate_state.env"; then
+    echo "recreate: the saved variables could not be read, this command starts without them" >&2
+fi
 export RECREATE_COMMAND="$__recreate_marker"
 if [ -f "$__recreate_state.cwd" ] && IFS= read -r __recreate_dir <"$__recreate_state.cwd" &&
     [ -n "$__recreate_dir" ]; then
@@ -35,7 +40,8 @@ if [ -f "$__recreate_state.cwd" ] && IFS= read -r __recreate_dir <"$__recreate_s
 fi
 eval "$3"
 trap '\unset -f echo pwd export
-{ \export -p; \echo return 0; } 1<>"$__recreate_state.env"
+{ \export -p && \echo return 0; } 1<>"$__recreate_state.env" || { >"$__recreate_state.env"
+\echo "recreate: the variables could not be saved (is /tmp full?), later commands lack them" >&2; }
 \pwd 1<>"$__recreate_state.cwd" || \echo 1<>"$__recreate_state.cwd"' EXIT
 set --
 eval "$__recreate_cmd"

@@ -93,6 +93,20 @@ def test_persistent_state_that_shrinks_leaves_nothing_of_the_longer_one(open_ses
     assert session.run('pwd; echo "${TRICK-unset} $SHORT $KEEP"', timeout=30).stdout == "/\nunset 1 1\n"
 
 
+def test_a_full_tmp_costs_a_persistent_session_its_variables_not_its_later_commands(open_isolated) -> None:
+    """The state lives in the session's /tmp; a command that fills it and grows the state gets told the
+    variables were not saved, and every later command still runs (a half-written state would not parse)."""
+    session = open_isolated(persistent=True, max_file_mb=4)
+    assert session.run("export KEEP=1 && cd /", timeout=30).ok
+    fill = "head -c 5000000 /dev/zero >/tmp/fill 2>/dev/null"
+    full = session.run(f"{fill}; export BIG=$(head -c 20000 /dev/zero | tr '\\0' x)", timeout=30)
+    assert "the variables could not be saved (is /tmp full?)" in full.stderr
+    after = session.run('rm /tmp/fill && pwd && echo "${KEEP-unset} ${BIG-unset}"', timeout=30)
+    assert (after.exit_code, after.stdout) == (0, "/\nunset unset\n")
+    assert session.run("export AGAIN=3", timeout=30).ok
+    assert session.run("echo $AGAIN", timeout=30).stdout == "3\n"
+
+
 def test_environment_is_a_fresh_allow_list(open_session, secret_env: str, monkeypatch) -> None:
     monkeypatch.setenv("SOME_HOST_SETTING", "host-only")
     session = open_session(env={"SPEC_VAR": "from-spec"})

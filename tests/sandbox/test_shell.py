@@ -48,3 +48,16 @@ def test_a_directory_deleted_under_the_shell_does_not_bring_back_an_older_one(ru
 def test_a_directory_name_with_blanks_at_its_ends_comes_back_whole(run) -> None:
     assert run("mkdir ' d ' && cd ' d '").returncode == 0
     assert run("pwd").stdout == f"{run('cd .. && pwd').stdout.rstrip()}/ d \n"
+
+
+def test_a_state_cut_short_by_a_kill_is_said_and_skipped_not_fatal(run, tmp_path: Path) -> None:
+    assert run("export KEEP=1 LONG='a b' && mkdir -p sub && cd sub").returncode == 0
+    saved = (tmp_path / "state.env").read_bytes()
+    (tmp_path / "state.env").write_bytes(saved[: saved.index(b"a b") + 1])  # the save killed mid-quote
+    cut = run('echo "ran ${LONG-unset}"; pwd')
+    assert cut.returncode == 0 and cut.stdout.split("\n")[0] == "ran unset"
+    assert cut.stdout.rstrip().endswith("/sub")  # the directory is kept apart and survives
+    assert "the saved variables could not be read" in cut.stderr
+    again = run("export NEW=2 && echo $NEW")
+    assert (again.returncode, again.stdout, again.stderr) == (0, "2\n", "")
+    assert run('echo "$NEW"').stdout == "2\n"
