@@ -59,7 +59,9 @@ def eval_command(
     as_json: bool = json_option("the summary, run and report paths"),
 ) -> None:
     """Evaluate a scaffold on a split. Finished tasks are never re-run (the rollout cache survives kill -9);
-    results go to <home>/evals/<run-id>/ as results.json, report.html and chart.png."""
+    results go to <home>/evals/<run-id>/ as results.json, report.html and chart.png. Rollouts whose
+    endpoint, sandbox or evaluator failed are not scored: then the command exits 3 (run it again to
+    retry them), and with no rollout scored at all it measures nothing and says so."""
     from recreate.domains import check_no_leakage, get_domain
     from recreate.domains.cli import _parse_options
     from recreate.evaluation.leakage import evolved_task_ids
@@ -72,7 +74,7 @@ def eval_command(
     from recreate.models import check_endpoint
     from recreate.optimizer.run import agent_model_spec, serve_models
     from recreate.runs import check_run_id
-    from recreate.scaffold import load_scaffold
+    from recreate.scaffold import load_scaffold, validate_scaffold
 
     settings = load_settings(home=home)
     runs_on = make_executor(executor, concurrency=concurrency)
@@ -85,6 +87,7 @@ def eval_command(
         options["evaluator"] = evaluator
     loaded_domain = get_domain(domain, data=data, **options)
     loaded = load_scaffold(scaffold)
+    validate_scaffold(loaded)  # a template that cannot render fails every task: refuse it, as evolve does
     tasks = loaded_domain.tasks(split)  # type: ignore[arg-type]
     tasks = tasks[:limit] if limit else tasks
     if not tasks:
@@ -129,9 +132,10 @@ def eval_command(
         results = rollouts.run_many(
             tasks, seeds=range(seeds), concurrency=concurrency, progress=progress, on_result=record
         )
-        doc = _results(info, title, results, complete=True)
-        write_json(out / "results.json", doc)
         summary = summarize(results)
+        unscored = summary.endpoint_errors + summary.machine_errors
+        doc = _results(info, title, results, complete=not unscored)
+        write_json(out / "results.json", doc)
         chart = write_chart(out / "chart.png", doc["tasks"], summary, title)
         report = write_html(out / "report.html", doc, chart.name)
         print_summary(summary, title, make_console())
@@ -139,6 +143,13 @@ def eval_command(
         if as_json:
             emit_json({"run": info, "summary": doc["summary"], "results": str(out / "results.json"),
                        "report": str(report), "chart": str(chart)})  # fmt: skip
+    if unscored:
+        measured = f"pass@1 is over {summary.rollouts} scored" if summary.rollouts else "nothing was measured"
+        console.print(
+            f"[yellow]{unscored} of {len(results)} rollouts were not scored (their endpoint, sandbox or "
+            f"evaluator failed; the table says which): {measured}; rerun the same command to retry them[/]"
+        )
+        raise typer.Exit(3)
 
 
 def _results(

@@ -8,7 +8,8 @@ caused the failure. These checks tell them apart (`Rollouts` applies them):
   reason; a failed open is never the submission's doing, so the rollout is an error instead.
 - `same_failure`: an evaluator that gives no verdict (it raises, or scores 0 with an error) fails the same
   way on a plain wrong answer: its own failure, not the submission's.
-- `MachineStreak`: the same machine reason `limit` times in a row stops the run (`MachineDown`), resumably.
+- `MachineStreak`: the same machine reason `limit` times in a row stops the run (`MachineDown`), resumably;
+  one of its own counts the agent's endpoint failures (`EndpointDown`: a server that died mid-run).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from recreate.evaluation.errors import MachineDown
+from recreate.evaluation.errors import MachineDown, RunHalted
 from recreate.redact import redact
 from recreate.sandbox import fresh_session
 from recreate.sandbox.base import Sandbox, SandboxSpec, Session
@@ -99,14 +100,15 @@ def watching() -> Iterator[list[str]]:
 
 class MachineStreak:
     """Counts rollouts in a row that failed for one machine reason; at `limit`, every later call raises
-    `MachineDown` (the run stops; what it stored is kept, the errors are retried on resume)."""
+    `halt` (default `MachineDown`): the run stops, what it stored is kept, its errors run again on resume."""
 
-    def __init__(self, limit: int = STREAK_LIMIT) -> None:
+    def __init__(self, limit: int = STREAK_LIMIT, halt: type[RunHalted] = MachineDown) -> None:
         self.limit = limit
+        self._halt = halt
         self._lock = threading.Lock()
         self._reason: str | None = None
         self._count = 0
-        self.halted: MachineDown | None = None
+        self.halted: RunHalted | None = None
 
     def check(self) -> None:
         if self.halted is not None:
@@ -122,7 +124,7 @@ class MachineStreak:
             self._count = self._count + 1 if key == self._reason else 1
             self._reason = key
             if self._count >= self.limit and self.halted is None:
-                self.halted = MachineDown(
+                self.halted = self._halt(
                     f"{self._count} rollouts in a row failed for the same reason, not the scaffold's: "
                     f"{reason} (they are not scored; fix it and resume)"
                 )

@@ -65,8 +65,11 @@ def summary_table(summary: Summary, title: str) -> Table:
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_row("tasks / rollouts", f"{summary.tasks} / {summary.rollouts}")
-    table.add_row("pass@1 (95% CI)", _fmt_ci(summary.pass_at_1, summary.pass_at_1_ci))
-    table.add_row("mean score (95% CI)", _fmt_ci(summary.mean_score, summary.mean_score_ci))
+    if summary.rollouts:
+        table.add_row("pass@1 (95% CI)", _fmt_ci(summary.pass_at_1, summary.pass_at_1_ci))
+        table.add_row("mean score (95% CI)", _fmt_ci(summary.mean_score, summary.mean_score_ci))
+    else:  # every rollout an error: a 0 here would read as a measurement
+        table.add_row("pass@1 (95% CI)", "n/a (no rollout scored)")
     table.add_row("cost per task", _fmt_cost(summary.cost_per_task_usd))
     table.add_row("total cost", f"${summary.total_cost_usd:.4f}" + (
         f" (+{summary.unpriced_rollouts} unpriced rollouts)" if summary.unpriced_rollouts else ""

@@ -10,7 +10,8 @@ cache key names everything that determines a result (`Rollouts.rollout_key`): th
 hash, the task's content, the domain and its options (evaluator included), the model and its sampling,
 the sandbox, and the seed. A run whose model call, sandbox or evaluator failed (not the scaffold's doing:
 `recreate.evaluation.errors`) is stored but neither scored nor cached; the same machine failure several
-times in a row stops the run (`MachineDown`).
+times in a row stops the run (`MachineDown`), as does the agent's endpoint failing several in a row
+(`EndpointDown`: unreachable, refusing the key, 5xx past the client's retries), resumably.
 """
 
 from __future__ import annotations
@@ -31,7 +32,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from recreate.agent import AgentContext, build_domain_agent
 from recreate.domains.base import Domain, Task
 from recreate.evaluation.cache import RolloutCache, settings_fingerprint, task_fingerprint
-from recreate.evaluation.errors import ERROR_KEY, REASON_KEY, FailureKind, failure_kind
+from recreate.evaluation.errors import (
+    ERROR_KEY,
+    REASON_KEY,
+    EndpointDown,
+    FailureKind,
+    failure_kind,
+    is_endpoint_down,
+)
 from recreate.evaluation.machine import MachineStreak, one_line, probe, same_failure, watched, watching
 from recreate.experience.schema import Evaluation, Trajectory, new_id
 from recreate.models import UsageLedger
@@ -117,6 +125,7 @@ class Rollouts:
         self.scaffold_hash = self.scaffold.content_hash()
         self._store_lock = threading.Lock()
         self.streak = MachineStreak()
+        self.endpoint_streak = MachineStreak(halt=EndpointDown)
 
     def rollout_key(self, task: Task) -> str:
         """What determines a rollout's result besides the scaffold and the seed (which name its file)."""
@@ -132,6 +141,7 @@ class Rollouts:
         if cached is not None:
             return cached
         self.streak.check()  # stopped for a machine failure: no more attempts in this process
+        self.endpoint_streak.check()
         if self.ledger is not None:
             self.ledger.check_budget()
         traj = self.attempt(task, seed) if self.executor is None else self.executor.attempt(self, task, seed)
@@ -181,7 +191,7 @@ class Rollouts:
         return traj
 
     def _keep(self, task: Task, traj: Trajectory) -> Trajectory:
-        """A finished attempt cached (when it is a score), logged and stored; the machine streak told."""
+        """A finished attempt cached (when it is a score), logged and stored; the streaks told."""
         kind = traj.metadata.get(ERROR_KEY)
         if self.cache is not None and kind is None and traj.evaluation is not None:
             self.cache.put(self.scaffold_hash, traj, self.rollout_key(task))
@@ -189,7 +199,10 @@ class Rollouts:
         if self.store is not None:
             with self._store_lock:
                 self.store.add(traj, index_later=True)  # the next step reads the files; searches wait
-        if kind != "endpoint":  # endpoint failures have their own stop (EndpointDown, the budget)
+        error = traj.outcome.error or ""
+        down = kind == "endpoint" and is_endpoint_down(error)  # not a refusal of this one request
+        self.endpoint_streak.record(f"the agent model's endpoint failed: {error}" if down else None)
+        if kind != "endpoint":
             self.streak.record(traj.metadata.get(REASON_KEY))
         return traj
 

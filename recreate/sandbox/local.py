@@ -12,7 +12,9 @@ environment marker only: a process that also cleared its environment survives th
 Unprivileged, the command runs as our own user, who may read `/proc/PID/environ` of this process and
 of the shell that started it: a fresh environment cannot hide a secret there. So then `open` refuses
 while a credential-looking variable (…_API_KEY, …_TOKEN, …SECRET…) is set, and says which.
-The workspace is a host temp directory (`session.workdir`), not `spec.workdir`.
+The workspace is a host temp directory (`session.workdir`), not `spec.workdir`. Without a mount namespace
+a read-only bind can only name a path where it is (`ro_binds` of (p, p)); `open` refuses one that would
+show a path elsewhere (the jsonl evaluator's /evaluator), rather than run commands that cannot find it.
 """
 
 from __future__ import annotations
@@ -80,6 +82,13 @@ class LocalSandbox:
                 f"the 'local' sandbox refuses to run while {', '.join(secrets)} is set: its commands run as "
                 "your user and can read this process's environment (/proc/PID/environ); unset it, or use "
                 "the 'bwrap' or 'docker' backend"
+            )
+        moved = [(source, target) for source, target in (spec.ro_binds if spec else ()) if source != target]
+        if moved:  # nothing would be at the target: the command fails, and reads as the task's failure
+            source, target = moved[0]
+            raise SandboxError(
+                f"the 'local' sandbox cannot show {source} at {target} (it has no mount namespace; it shows "
+                "host paths only where they are); use the 'bwrap' or 'docker' backend"
             )
         warnings.warn(
             "the 'local' sandbox backend does not isolate commands from this machine (no filesystem or "

@@ -34,6 +34,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import shutil
 import tempfile
 import threading
@@ -214,6 +215,23 @@ class JsonlDomain(TaskFileDomain):
             self.function = load_callable(evaluator, self.base)
         elif isinstance(evaluator, str) and evaluator.strip():
             self.command = evaluator.strip()
+
+    def environment_problem(self) -> str | None:
+        """A command that runs a file under /evaluator the evaluator folder lacks (it would exit with
+        an error on every submission, read as a score of 0 each time); the run's preflight refuses it."""
+        try:
+            words = shlex.split(self.command or "")
+        except ValueError:  # the shell will say what is wrong with it
+            return None
+        for word in words:
+            name = word.removeprefix(f"{EVALUATOR_MOUNT}/")
+            if name != word and name and not (self.evaluator_dir / name).exists():
+                return (
+                    f"the evaluator command runs {word}, but the evaluator folder {self.evaluator_dir} (what "
+                    f"{EVALUATOR_MOUNT} shows) has no {name}; put it there or pass the folder that has it "
+                    "as evaluator_dir (-o evaluator_dir=FOLDER)"
+                )
+        return None
 
     def evaluate(self, task: Task, submission: str | None, sandbox: Sandbox) -> Evaluation:
         problem = submission_problem(task, submission)

@@ -282,3 +282,19 @@ def test_evaluator_copies_unused_for_a_day_are_removed_and_used_ones_kept(tasks_
     assert not stale.exists()  # ... and the copies unused for a day are gone
     task = domain.tasks()[1]
     assert domain.evaluate(task, "anything", bwrap).feedback == task.id  # the task's id, at run time
+
+
+def test_a_command_running_a_file_the_evaluator_folder_lacks_is_an_environment_problem(tasks_file, tmp_path):
+    """Every submission would score 0 for it (the evaluator cannot start): the run's preflight refuses it."""
+    from recreate.evaluation.preflight import PreflightError, preflight
+
+    missing = get_domain("jsonl", data=tasks_file, evaluator="python3 /evaluator/evaluate.py")
+    problem = missing.environment_problem()
+    assert problem and f"{tasks_file.parent} (what /evaluator shows) has no evaluate.py" in problem
+    with pytest.raises(PreflightError, match="^domain jsonl: the evaluator command runs /evaluator/evaluate"):
+        preflight("bwrap", missing, tmp_path)
+    (tasks_file.parent / "evaluate.py").write_text("print('{\"score\": 1}')\n")
+    assert missing.environment_problem() is None
+    inline = get_domain("jsonl", data=tasks_file, evaluator="python3 -c 'print(1)'")
+    assert inline.environment_problem() is None
+    assert get_domain("jsonl", data=tasks_file).environment_problem() is None  # exact match, no command
