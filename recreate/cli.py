@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Any
 
 import typer
@@ -70,7 +71,14 @@ def register() -> None:
     app.add_typer(model_cli.app, name="model")
 
 
+def _one_line_warning(message: Warning | str, category: type[Warning], *_: object) -> str:
+    return f"warning: {' '.join(str(message).split())}\n"
+
+
 def main() -> None:
+    # a warning is said once, in one line (not with the source line that raised it)
+    warnings.formatwarning = _one_line_warning  # type: ignore[assignment]
+    warnings.filterwarnings("once", category=UserWarning)
     try:
         # returns the exit code of a typer.Exit instead of raising
         code = command()(standalone_mode=False, prog_name="recreate")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import pytest
 
 from recreate.sandbox import BACKENDS, SandboxError, SandboxSpec, backend_status, get_sandbox
 from recreate.sandbox.local import NoIsolationWarning
+from recreate.sandbox.shell import host_secret_names
 
 
 def recreate(*args: str) -> subprocess.CompletedProcess[str]:
@@ -56,3 +58,15 @@ def test_sandbox_status_lists_backends() -> None:
     done = recreate("sandbox", "status")
     for name in BACKENDS:
         assert name in done.stdout
+
+
+def test_the_cli_says_a_warning_once_in_one_line(tmp_path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in host_secret_names()}  # local refuses those
+    done = subprocess.run(
+        [sys.executable, "-m", "recreate", "sandbox", "run", "--sandbox", "local", "--", "echo hi"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout == "hi\n"
+    said = [line for line in done.stderr.splitlines() if "does not isolate" in line]
+    assert said == [line for line in done.stderr.splitlines() if line.strip()]  # nothing else: no source line
+    assert len(said) == 1 and said[0].startswith("warning: the 'local' sandbox backend does not isolate")

@@ -89,12 +89,19 @@ def load_callable(spec: str, base: Path) -> Callable[[Task, str], Any]:
             )
         loader_spec = importlib.util.spec_from_file_location(f"recreate_evaluator_{path.stem}", path)
         module = importlib.util.module_from_spec(loader_spec)
-        loader_spec.loader.exec_module(module)
+        try:
+            loader_spec.loader.exec_module(module)
+        except Exception as exc:  # the user's file: its error, named, in one line
+            raise DomainDataError(
+                f"evaluator {spec!r}: importing {path} raised {type(exc).__name__}: {exc}; fix the file"
+            ) from exc
     else:
         try:
             module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise DomainDataError(f"evaluator module {module_name!r} cannot be imported: {exc}") from exc
+        except Exception as exc:
+            raise DomainDataError(
+                f"evaluator module {module_name!r} cannot be imported: {type(exc).__name__}: {exc}"
+            ) from exc
     fn = getattr(module, function, None)
     if not callable(fn):
         raise DomainDataError(f"evaluator {spec!r}: {module_name} has no function {function!r}")

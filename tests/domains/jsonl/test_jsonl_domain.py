@@ -108,6 +108,12 @@ def test_callable_from_a_file_beside_the_tasks(tasks_file):
     )
     with pytest.raises(DomainDataError, match="has no function 'nope'"):
         get_domain("jsonl", data=tasks_file, evaluator="judge.py:nope")
+    (tasks_file.parent / "broken.py").write_text("raise RuntimeError('boom at import')\n")
+    said = r"importing .*broken.py raised RuntimeError: boom at import; fix the file"
+    with pytest.raises(DomainDataError, match=said):
+        get_domain("jsonl", data=tasks_file, evaluator="broken.py:judge")
+    with pytest.raises(DomainDataError, match="'json.nosuch' cannot be imported: ModuleNotFoundError"):
+        get_domain("jsonl", data=tasks_file, evaluator="json.nosuch:judge")
 
 
 @pytest.mark.bwrap
