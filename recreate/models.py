@@ -119,7 +119,12 @@ def make_chat_model(
             **kwargs,
         )
     except (ValueError, ImportError) as exc:
-        raise ModelSpecError(f"cannot build model {spec!r}: {redact(str(exc)).splitlines()[0]}") from exc
+        raise ModelSpecError(
+            f"cannot build model {spec!r}: {redact(str(exc)).splitlines()[0]}; pass {{model}} with a "
+            "provider whose LangChain package is installed (openai, anthropic, ...), or "
+            "NAME@http://HOST:PORT/v1 for an OpenAI-compatible server",
+            model=MODEL_ARG,
+        ) from exc
 
 
 __all__ = [

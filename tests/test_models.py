@@ -47,8 +47,10 @@ def test_missing_key_names_the_fixes(monkeypatch):
 
 def test_unknown_provider_is_a_clear_error(monkeypatch):
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    with pytest.raises(ModelSpecError, match="cannot build model"):
+    with pytest.raises(ModelSpecError, match="cannot build model 'nosuchprovider:model-x'") as caught:
         make_chat_model("nosuchprovider:model-x")
+    assert caught.value.for_cli().endswith("or NAME@http://HOST:PORT/v1 for an OpenAI-compatible server")
+    assert "pass --model PROVIDER:MODEL with a provider" in caught.value.for_cli()
 
 
 def test_ledger_records_usage_and_provider_cost(openai_server):
@@ -205,6 +207,30 @@ def test_a_ledger_torn_by_a_kill_still_loads_and_keeps_counting(tmp_path: Path, 
         "unpriced_calls": 1,
     }
     assert again.totals()["calls"] == 4 and again.by_role()["optimizer"]["cost_usd"] == 0.5
+
+
+def test_a_ledger_with_bytes_that_are_not_text_still_loads_and_says_which_lines_it_skipped(
+    tmp_path: Path, caplog
+):
+    """A kill can tear a line inside a character, and a resume then appends after it: the run resumed
+    with "'utf-8' codec can't decode ..." and nothing else. Such lines are skipped like any torn line."""
+    path = tmp_path / "ledger.jsonl"
+    ledger = UsageLedger(path)
+    ledger.record(UsageRecord("agent", "modèle", 10, 2, 0, 0.5, "provider"))
+    torn = path.read_bytes()[:-30] + b"\n"  # a second record, torn inside the "è" ...
+    path.write_bytes(path.read_bytes() + torn[: torn.index("è".encode()) + 1] + b"\n")
+    path.write_bytes(
+        path.read_bytes() + b"\x89PNG\r\n\x1a\n\x00\xff binary\n" + b'{"role": ["x"]}\n'
+    )  # damaged
+    resumed_bytes = path.read_bytes()
+    with caplog.at_level(logging.WARNING):
+        resumed = UsageLedger(path)
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "recreate.usage"]
+    assert warning.startswith(f"{path} lines 2, ") and "not usage records, skipped" in warning
+    assert resumed.totals()["calls"] == 1 and resumed.totals()["cost_usd"] == 0.5
+    resumed.record(UsageRecord("agent", "m", 1, 1, 0, None, "unknown"))
+    assert UsageLedger(path).totals()["calls"] == 2
+    assert path.read_bytes().startswith(resumed_bytes)  # nothing it skipped was removed
 
 
 @pytest.mark.parametrize(
