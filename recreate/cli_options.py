@@ -7,6 +7,7 @@ help that renders as written.
 - An old spelling stays as a hidden alias that says, in one line, which name replaces it.
 - `--json` prints the command's result as one JSON document on stdout; everything else goes to stderr.
 - `--quiet`, `--verbose` and `--debug` are accepted after any subcommand (added by `apply_conventions`).
+- A number option takes a finite number: `nan` and `inf` are usage errors (`apply_conventions`).
 - What an option changes for the whole process (RECREATE_HOME, sys.stdout, log levels and handlers)
   is put back when the command ends, however it ends: a command called in-process (a notebook, a test,
   `recreate.cli.main()`) leaves its caller's process as it found it.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -188,14 +190,29 @@ def common_flags(state: dict[str, bool]) -> list[Any]:
 
 
 def apply_conventions(command: Any, flags: list[Any]) -> Any:
-    """Every leaf command gets the common flags, and help renders as plain text: Rich markup would eat
-    bracketed text ('[default: 1e-4]') and show flags as '<bool>'."""
+    """Every leaf command gets the common flags, its float options refuse nan and inf, and help renders
+    as plain text: Rich markup would eat bracketed text ('[default: 1e-4]') and show flags as '<bool>'."""
     for cmd in _walk(command):
         cmd.rich_markup_mode = None
         if not hasattr(cmd, "commands"):
             names = {name for param in cmd.params for name in param.opts}
             cmd.params.extend(f for f in flags if not names & set(f.opts))
+            for param in cmd.params:
+                param.callback = _finite_numbers(param.callback)
     return command
+
+
+def _finite_numbers(callback: Callable[..., Any] | None) -> Callable[..., Any]:
+    """An option's callback that first refuses nan and inf (a float option takes them, and nan passes
+    every range check: each comparison with it is false)."""
+
+    def check(ctx: Any, param: Any, value: Any) -> Any:
+        for number in value if isinstance(value, list | tuple) else [value]:
+            if isinstance(number, float) and not math.isfinite(number):
+                raise typer.BadParameter(f"{number} is not a finite number; pass one such as 1.5", ctx, param)
+        return callback(ctx, param, value) if callback else value
+
+    return check
 
 
 def _walk(command: Any) -> Iterator[Any]:

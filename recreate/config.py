@@ -13,7 +13,7 @@ import re
 import tomllib
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
@@ -30,6 +30,7 @@ ENV_PREFIX = "RECREATE_"  # every setting reads RECREATE_<NAME> (RECREATE_HOME, 
 BASE_URL_ENV = "OPENAI_BASE_URL"  # the endpoint's one exception: the name the openai client reads too
 _SECRET_WORDS = ("key", "token", "secret", "password")
 _FILE_VALUES: ContextVar[dict[str, Any] | None] = ContextVar("recreate_config_file_values", default=None)
+Embedding = Literal["minilm", "hash"]  # "minilm" (semantic, offline) or "hash" (fast, no semantics)
 
 
 class Settings(BaseSettings):
@@ -43,10 +44,10 @@ class Settings(BaseSettings):
     base_url: str | None = Field(None, validation_alias=BASE_URL_ENV)  # OpenAI-compatible endpoint
     sandbox: str = "bwrap"
     chroma_url: str | None = None  # Chroma server; None = embedded PersistentClient
-    embedding: str = "minilm"  # "minilm" (semantic, offline) or "hash" (fast, no semantics)
+    embedding: Embedding = "minilm"
     prices: dict[str, Any] = {}  # model -> {input, output} or [in, out(, cached)] $/1M tok (models.py checks)
-    max_retries: int = 6
-    request_timeout_s: float = 120.0
+    max_retries: int = Field(6, ge=0)  # retries of a failed model call (0: none)
+    request_timeout_s: float = Field(120.0, gt=0, allow_inf_nan=False)
 
     @classmethod
     def settings_customise_sources(
@@ -72,7 +73,15 @@ def _read_toml(path: Path) -> dict[str, Any]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: malformed TOML ({exc}); fix the file or remove it") from exc
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text (is it a TOML file?); fix the file or remove it") from None
+    except OSError as exc:
+        raise ConfigError(
+            f"{path}: cannot be read ({exc.strerror or exc}); fix its permissions or remove it"
+        ) from None
     section = data.get("recreate", data)
+    if not isinstance(section, dict):
+        raise ConfigError(f"{path}: [recreate] must be a table of settings; fix the file or remove it")
     secrets = [k for k in section if any(w in k.lower() for w in _SECRET_WORDS)]
     if secrets:
         raise ConfigError(

@@ -138,7 +138,7 @@ def final_model(run_dir: Path, config: dict[str, Any], version: str | None) -> t
     if "finetune" not in config:
         return config.get("agent_spec") or config.get("agent_model"), None
     versions = run_dir / "policy" / "versions.json"
-    rows = _read_json(versions, list) if versions.is_file() else []
+    rows = read_json(versions, list) if versions.is_file() else []
     if not all(isinstance(r, dict) and {"name", "index"} <= r.keys() for r in rows):
         raise BrokenRun(versions, "is not a list of policy versions (objects with name and index)")
     row = next((r for r in rows if r["name"] == version), None)
@@ -149,7 +149,7 @@ def final_model(run_dir: Path, config: dict[str, Any], version: str | None) -> t
     return f"local:{row['gguf']}", Path(row["hf_dir"])
 
 
-def _read_json(path: Path, kind: type[dict] | type[list]) -> Any:
+def read_json(path: Path, kind: type[dict] | type[list]) -> Any:
     """A run file's JSON, which must be a `kind` (a BrokenRun naming the file otherwise)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -203,7 +203,7 @@ def load_run(run_id_or_path: str | Path, *, home: str | Path | None = None) -> E
     from recreate.models import UsageLedger
 
     run_dir = find_run(run_id_or_path, home)
-    config = _read_json(run_dir / "config.json", dict)
+    config = read_json(run_dir / "config.json", dict)
     run_id = config.get("run_id", run_dir.name)
     if not isinstance(run_id, str):
         raise BrokenRun(run_dir / "config.json", f"has run_id {run_id!r}, not a string")
@@ -231,7 +231,7 @@ def load_run(run_id_or_path: str | Path, *, home: str | Path | None = None) -> E
 
 def _saved_result(path: Path) -> dict[str, Any]:
     """result.json's fields of an EvolveResult (BrokenRun when one is missing or of the wrong kind)."""
-    data = _read_json(path, dict)
+    data = read_json(path, dict)
     known = {f.name for f in fields(EvolveResult)} - {"scaffold", "run_dir", "config", "usage"}
     saved = {"final": None} | {k: v for k, v in data.items() if k in known}
     if not isinstance(saved.get("run_id"), str):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -42,7 +43,7 @@ class Budget:
 
     def __post_init__(self) -> None:
         for limit, allowed in (("usd", self.max_usd), ("tokens", self.max_tokens), ("calls", self.max_calls)):
-            if allowed is not None and allowed <= 0:
+            if allowed is not None and not 0 < allowed < math.inf:  # nan too
                 raise ValueError(f"a {limit} budget must be above 0 (got {allowed:g}); leave it out for none")
 
     def check(self, ledger: UsageLedger) -> None:
@@ -92,7 +93,7 @@ def price_overrides(prices: dict[str, Any] | None) -> dict[str, Rates]:
                 rates = (float(value[0]), float(value[0]), float(value[1]))
             else:
                 rates = tuple(float(v) for v in value)  # type: ignore[assignment]
-            if len(rates) != 3 or min(rates) < 0:
+            if len(rates) != 3 or not all(0 <= rate < math.inf for rate in rates):  # no nan either
                 raise ValueError(value)
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelSpecError(
@@ -170,6 +171,15 @@ def _prices_arg(name: str) -> Arg:
 _TOTALS = ("calls", "prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "unpriced_calls")
 
 
+def _well_formed(rec: UsageRecord) -> UsageRecord:
+    """`rec` read back from a file, when its counts are numbers (TypeError otherwise)."""
+    counts = (rec.prompt_tokens, rec.completion_tokens, rec.cached_tokens)
+    numbers = all(isinstance(n, int) for n in counts) and isinstance(rec.cost_usd, int | float | None)
+    if not (numbers and isinstance(rec.role, str)):
+        raise TypeError(f"not a usage record: {rec}")
+    return rec
+
+
 class UsageLedger:
     """Thread-safe record of every model call; optionally appended to a JSONL file. Totals per role are
     kept as calls come in: the budget is checked before every call, and a long run makes many."""
@@ -184,11 +194,25 @@ class UsageLedger:
         self._sums: dict[str, dict[str, float]] = {}
         self._lock = threading.Lock()
         if self.path and self.path.exists():
-            for n, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
-                try:
-                    self._add(UsageRecord(**json.loads(line)))
-                except (ValueError, TypeError) as exc:  # a line torn by a killed process
-                    log.warning("%s line %d is not a usage record, skipped: %s", self.path, n, exc)
+            self._load(self.path)
+
+    def _load(self, path: Path) -> None:
+        """The records of a ledger file. A line that is not one (torn by a killed process, possibly inside
+        a character, or damaged) is skipped: one warning names the file and its lines."""
+        skipped = []
+        for n, line in enumerate(path.read_bytes().splitlines(), 1):
+            try:
+                self._add(_well_formed(UsageRecord(**json.loads(line.decode("utf-8")))))
+            except (ValueError, TypeError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+                skipped.append(n)
+        if skipped:
+            more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
+            which = (
+                f"line {skipped[0]} is not a usage record"
+                if len(skipped) == 1
+                else f"lines {str(skipped[:5])[1:-1]}{more} are not usage records"
+            )
+            log.warning("%s %s, skipped (their calls are not counted)", path, which)
 
     def _add(self, rec: UsageRecord) -> None:
         self._records.append(rec)

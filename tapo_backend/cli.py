@@ -229,7 +229,7 @@ def serve(
     model: str = typer.Argument(..., help="Model directory or name to serve."),
     adapter: Path = typer.Option(None, "--adapter", help="Serve this LoRA adapter on top of MODEL."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind."),
-    port: int = typer.Option(8000, "--port", help="Port to listen on."),
+    port: int = typer.Option(8000, "--port", min=1, max=65535, help="Port to listen on."),
     python: str = typer.Option("python", "--python", help="Python of an environment with vLLM installed."),
     print_only: bool = typer.Option(False, "--print-command", help="Print the vLLM command, start nothing."),
 ) -> None:

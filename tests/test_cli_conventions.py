@@ -101,6 +101,44 @@ def test_one_name_per_concept():
                     assert name in COUNTS | {"--seed", "--random-seed"}, (path, name)
 
 
+def test_every_float_option_refuses_nan_and_inf():
+    """nan passes a range check (each comparison with it is false): --min-improvement nan rejected every
+    candidate, --max-wall-s nan never stopped a run."""
+    found = [
+        (cmd, p)
+        for _, cmd in leaves()
+        for p in options(cmd)
+        if getattr(getattr(p, "type_descriptor", None), "annotation", None) is float
+    ]
+    assert {p.opts[0] for _, p in found} >= {"--min-improvement", "--max-wall-s", "--lr", "--timeout"}
+    for cmd, param in found:
+        for value in ("nan", "inf", "-inf"):
+            with pytest.raises(typer.BadParameter):
+                param.process_value(typer.Context(cmd), value)
+    done = run("evolve", "--seed", "s", "--domain", "math", "--data", "d", "--min-improvement", "nan")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "'--min-improvement': nan is not a finite number" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("path", "refused", "accepted"),
+    [
+        (("recreate", "ui"), ["0", "-1", "65536", "99999"], ["1", "65535"]),
+        (("recreate", "model", "serve"), ["-1", "65536"], ["0", "65535"]),  # 0 (or none): a free port
+        (("tapo", "serve"), ["0", "70000"], ["8000"]),
+    ],
+)
+def test_a_port_is_one_the_system_can_bind(path, refused, accepted):
+    """--port 99999 was taken, printed as given, and bound modulo 65536."""
+    cmd = dict(leaves())[path]
+    [port] = [p for p in options(cmd) if "--port" in p.opts]
+    for value in refused:
+        with pytest.raises(typer.BadParameter):
+            port.process_value(typer.Context(cmd), value)
+    for value in accepted:
+        assert port.process_value(typer.Context(cmd), value) == int(value)
+
+
 def test_old_spellings_still_work_with_a_notice():
     done = run("sandbox", "run", "--backend", "bwrap", "--", "echo", "hi")
     assert done.returncode == 0 and done.stdout == "hi\n"

@@ -109,3 +109,56 @@ def test_a_bad_value_that_looks_like_a_key_is_not_echoed(monkeypatch, tmp_path):
     with pytest.raises(ConfigError) as caught:
         load_settings()
     assert "RECREATE_MAX_RETRIES" in str(caught.value) and "SSSSSSSS" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        ("RECREATE_EMBEDDING", "nosuch", "'minilm' or 'hash'"),  # was taken: the index then missed runs
+        ("RECREATE_MAX_RETRIES", "-4", "greater than or equal to 0"),  # was a pydantic wall at the first call
+        ("RECREATE_REQUEST_TIMEOUT_S", "0", "greater than 0"),
+        ("RECREATE_REQUEST_TIMEOUT_S", "-1", "greater than 0"),
+        ("RECREATE_REQUEST_TIMEOUT_S", "nan", "finite"),
+        ("RECREATE_REQUEST_TIMEOUT_S", "inf", "finite"),
+    ],
+)
+def test_a_setting_out_of_range_is_refused_at_load_naming_the_variable(
+    monkeypatch, tmp_path, variable, value, said
+):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert message.startswith(
+        f"setting {variable.removeprefix('RECREATE_').lower()} from environment variable "
+    )
+    assert variable in message and said in message and f"(got '{value}')" in message and "\n" not in message
+
+
+def test_the_embeddings_a_setting_accepts_are_the_ones_the_store_makes(monkeypatch, tmp_path):
+    from recreate.experience.embeddings import EMBEDDING_NAMES, make_embedding
+
+    monkeypatch.chdir(tmp_path)
+    for name in EMBEDDING_NAMES:
+        monkeypatch.setenv("RECREATE_EMBEDDING", name)
+        assert make_embedding(load_settings().embedding) is not None
+    monkeypatch.setenv("RECREATE_MAX_RETRIES", "0")  # no retries: a valid choice
+    assert load_settings().max_retries == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"\xff\xfe\x00binary\x89PNG", "not UTF-8 text"),  # was a bare "'utf-8' codec can't decode ..."
+        (b"recreate = 5\n", "[recreate] must be a table"),
+    ],
+)
+def test_a_config_file_that_is_not_toml_text_is_one_line_naming_it(monkeypatch, tmp_path, content, said):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "recreate.toml").write_bytes(content)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert message.startswith("recreate.toml: ") and said in message and "\n" not in message
+    assert message.endswith("fix the file or remove it")

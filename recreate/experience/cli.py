@@ -74,7 +74,7 @@ def ls_command(
     outcome: str = OutcomeOpt,
     run: str = RunOpt,
     scaffold_version: str = VersionOpt,
-    limit: int = typer.Option(50, "--limit", help="show the newest N"),
+    limit: int = typer.Option(50, "--limit", min=1, help="show the newest N"),
     home: Path = home_option(),
     as_json: bool = json_option("the entries (a list)"),
 ) -> None:
@@ -100,7 +100,9 @@ def ls_command(
 def show_command(
     trajectory_id: str = typer.Argument(..., help="a trajectory id (see `recreate experience ls`)"),
     view: str = typer.Option("index", "--view", help=f"one of {', '.join(VIEWS)}"),
-    budget: int = typer.Option(DEFAULT_BUDGET, "--budget", help="approximate token budget (chars / 4)"),
+    budget: int = typer.Option(
+        DEFAULT_BUDGET, "--budget", min=1, help="approximate token budget (chars / 4)"
+    ),
     home: Path = home_option(),
     as_json: bool = json_option("the whole trajectory (schema v1), not a view"),
 ) -> None:
@@ -117,7 +119,7 @@ def show_command(
 @app.command("search")
 def search_command(
     query: str = typer.Argument(..., help="what to look for, in words"),
-    k: int = typer.Option(5, "-k", help="number of hits"),
+    k: int = typer.Option(5, "-k", min=1, help="number of hits"),
     scope: str = typer.Option("steps", "--scope", help="steps | summaries | memory"),
     domain: str = DomainOpt,
     task: str = TaskOpt,

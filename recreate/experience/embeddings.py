@@ -13,15 +13,16 @@ import re
 import threading
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 from chromadb.utils.embedding_functions import register_embedding_function
 
+from recreate.config import Embedding
 from recreate.experience import minilm_onnx
 
-EMBEDDING_NAMES = ("minilm", "hash")
+EMBEDDING_NAMES: tuple[str, ...] = get_args(Embedding)
 MINILM_RUNTIMES = ("onnx-int8", "onnx-fp32", "torch")
 # int8 weights embed ~2.5x faster but reorder near-duplicate steps: recall@10 0.56-0.69 against the
 # fp32 model's own neighbours (benchmarks/experience.py --embeddings), so fp32 is the default

@@ -60,13 +60,19 @@ class ServedPolicy:
     def _load_versions(self) -> list[PolicyVersion]:
         index_file = self.root / "versions.json"
         if index_file.is_file():
-            rows = json.loads(index_file.read_text(encoding="utf-8"))
-            self.versions = [
-                PolicyVersion(
-                    r["index"], r["name"], Path(r["hf_dir"]), _path(r["gguf"]), r.get("candidate", False)
-                )
-                for r in rows
-            ]
+            from recreate.runs import BrokenRun, read_json
+
+            try:
+                self.versions = [
+                    PolicyVersion(
+                        r["index"], r["name"], Path(r["hf_dir"]), _path(r["gguf"]), r.get("candidate", False)
+                    )
+                    for r in read_json(index_file, list)
+                ]
+            except (KeyError, TypeError, AttributeError):
+                self.versions = []
+            if not self.versions:  # it holds the base version at least
+                raise BrokenRun(index_file, "is not a list of policy versions (index, name, hf_dir, gguf)")
             while len(self.versions) > 1 and self.current.candidate:  # its gate never ended: never serve it
                 self._remove(self.versions.pop())
                 self._save_versions()

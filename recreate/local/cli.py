@@ -55,7 +55,7 @@ def serve_command(
     model: str = typer.Option(None, "--model", help="A .gguf file or HF directory (default: the embedded)."),
     engine: str = typer.Option("llamacpp", "--engine", help="llamacpp (light) or vllm (LoRA, logprobs)."),
     adapter: Path = typer.Option(None, "--adapter", help="vllm: a LoRA adapter directory to load."),
-    port: int = typer.Option(None, "--port", help="Port (default: a free one)."),
+    port: int = typer.Option(None, "--port", min=0, max=65535, help="Port (default or 0: a free one)."),
     detach: bool = typer.Option(False, "--detach", help="Leave it running in the background."),
     home: Path = home_option(),
 ) -> None:

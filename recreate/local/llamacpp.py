@@ -90,6 +90,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if not Path(args.model).is_file():
         parser.error(f"--model {args.model}: no such file")
+    if not 1 <= args.port <= 65535:
+        parser.error(f"--port {args.port}: not a port; pass one from 1 to 65535")
     serve(args)
 
 

@@ -179,6 +179,10 @@ class LocalServer:
         ready_timeout_s: float = 600.0,
         env: dict[str, str] | None = None,
     ):
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise LocalModelArgumentError(
+                f"port {port!r} is not a port: pass {{port}} from 1 to 65535", port=Arg("port")
+            )
         self.command, self.home, self.detach = command, Path(home), detach
         self.ready_timeout_s = ready_timeout_s
         self.extra_env = env or {}

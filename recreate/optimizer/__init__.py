@@ -11,7 +11,7 @@ from typing import Any
 _EXPORTS = {
     "Ablations": "recreate.optimizer.reflect",
     "EvolveConfig": "recreate.optimizer.state",
-    "EvolveError": "recreate.optimizer.optimizer",
+    "EvolveError": "recreate.optimizer.state",
     "EvolveLoop": "recreate.optimizer.loop",
     "EvolveResult": "recreate.runs",
     "Proposal": "recreate.optimizer.proposals",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
 import signal
 import sys
 import tempfile
@@ -48,7 +49,7 @@ def parse_budget_usd(value: str | None) -> float | None:
         usd = float(value)
     except ValueError:
         usd = float("nan")
-    if not usd > 0:
+    if not 0 < usd < math.inf:
         raise typer.BadParameter(
             f"{value!r}: give a positive number of USD, or 'none'", param_hint=["--budget-usd"]
         )
@@ -64,7 +65,7 @@ def parse_prices(items: list[str]) -> dict[str, list[float]]:
             values = [float(v) for v in rates.split(",")]
         except ValueError:
             values = []
-        if not model or len(values) != 2 or min(values) < 0:
+        if not model or len(values) != 2 or not all(0 <= v < math.inf for v in values):
             raise typer.BadParameter(
                 f"{item!r}: give MODEL=IN,OUT in USD per 1M tokens, e.g. gpt-4.1-mini=0.4,1.6",
                 param_hint=["--price"],

@@ -26,7 +26,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from recreate.config import load_settings
 from recreate.domains.base import Domain, Task
-from recreate.errors import Arg, ArgumentError
+from recreate.errors import Arg
 from recreate.evaluation.errors import RunHalted
 from recreate.experience.schema import Trajectory
 from recreate.models import (
@@ -39,15 +39,17 @@ from recreate.models import (
     require_prices,
 )
 from recreate.optimizer.loop import EvolveLoop, test_tasks
-from recreate.optimizer.state import EvolveConfig
-from recreate.runs import EvolveResult, check_run_id, final_model, result_from_state
+from recreate.optimizer.state import EvolveConfig, EvolveError
+from recreate.runs import (
+    EvolveResult,
+    check_run_id,
+    checkpoint_state,
+    final_model,
+    read_json,
+    result_from_state,
+)
 from recreate.sandbox import resolve_sandbox
 from recreate.scaffold import Scaffold, ScaffoldStore, load_scaffold
-
-
-class EvolveError(ArgumentError):
-    """A run that cannot start as asked (bad sets, unknown run id); the message names the fix."""
-
 
 MODEL_OPTIONS = {"agent_model": "--model", "optimizer_model": "--optimizer-model"}  # `recreate evolve`'s
 
@@ -94,6 +96,7 @@ class ReCreateOptimizer:
         require_prices(models, budget, self.settings.prices, self.settings.base_url)
         self.config = config or EvolveConfig(max_concurrency=max_concurrency)
         self.config.max_concurrency = max_concurrency
+        self.config.check()  # a field set after the config was made, or this max_concurrency
         self.budget = budget
         self.optimizer_model, self.agent_model = optimizer_model, agent_model
         self.agent_options = agent_options or {}
@@ -145,7 +148,8 @@ class ReCreateOptimizer:
         run_dir.mkdir(parents=True, exist_ok=True)
         seed_scaffold = seed if isinstance(seed, Scaffold) else load_scaffold(seed, store=self.scaffolds)
         stored = run_dir / "config.json"
-        seed_ref = self._stored_seed(stored, seed_scaffold)  # a resume: the version it started from
+        resumed = read_json(stored, dict) if stored.is_file() else None  # BrokenRun if it is damaged
+        seed_ref = self._stored_seed(resumed, seed_scaffold)  # a resume: the version it started from
         if seed_ref is None:
             seed_ref = self.scaffolds.commit(seed_scaffold, message=f"seed of {run_id}", set_head=False).ref
         run_config = {
@@ -164,8 +168,8 @@ class ReCreateOptimizer:
             "val": [t.id for t in valset],
             "test": [t.id for t in test_tasks(domain, trainset, valset)] if self.config.test_seeds else [],
         }
-        if stored.is_file() and not force:
-            differing = config_differences(json.loads(stored.read_text(encoding="utf-8")), run_config)
+        if resumed is not None and not force:
+            differing = config_differences(resumed, run_config)
             if differing:
                 raise EvolveError(
                     f"run {run_id!r} was started with another config ({', '.join(differing)} differ): "
@@ -189,6 +193,7 @@ class ReCreateOptimizer:
             finetune=self.finetune,
         )
         if checkpointer == "run":
+            checkpoint_state(run_dir, run_id)  # a damaged file: BrokenRun naming it, before anything runs
             checkpointer = SqliteSaver(
                 sqlite3.connect(run_dir / "checkpoints.sqlite", check_same_thread=False)
             )
@@ -201,12 +206,13 @@ class ReCreateOptimizer:
         stored.write_text(json.dumps(run_config, indent=1), encoding="utf-8")
         return graph, cfg, loop, ledger
 
-    def _stored_seed(self, stored: Path, seed: Scaffold) -> str | None:
-        """The seed version a run being resumed started from, when `seed` has its content. Committing the
-        seed again would make a new version once the run's HEAD has moved on (its parent is the HEAD)."""
-        if not stored.is_file():
+    def _stored_seed(self, stored: dict[str, Any] | None, seed: Scaffold) -> str | None:
+        """The seed version a run being resumed (its config.json: `stored`) started from, when `seed` has
+        its content. Committing the seed again would make a new version once the run's HEAD has moved on
+        (its parent is the HEAD)."""
+        if stored is None:
             return None
-        ref = json.loads(stored.read_text(encoding="utf-8")).get("seed_ref")
+        ref = stored.get("seed_ref")
         try:
             return ref if ref and self.scaffolds.resolve(ref).hash == seed.content_hash() else None
         except Exception:  # a store that no longer has it: commit the seed anew

@@ -115,6 +115,7 @@ def optimize(
     if finetune and agent != LOCAL_SPEC:
         raise not_local(str(agent))
     config = config or EvolveConfig()
+    config.check()  # a field set after it was made: said before a server starts
     runs_on = make_executor(executor, concurrency=config.max_concurrency)
     run_dir = settings.home / "runs" / run_id
     started_fresh = not run_dir.exists()

@@ -39,6 +39,17 @@ def _count(key: str, value: Any, settings: Settings) -> int:
     raise ValueError(f"{key} {value!r} is not a count; pass a whole number above 0")
 
 
+def _env_count(value: Any, key: str, default: int) -> int:
+    """A count from the run (checked by `_count`), else RECREATE_<KEY> (a whole number above 0), else
+    `default`."""
+    if value is None or isinstance(value, int):
+        return default if value is None else value
+    name = f"RECREATE_{key.upper()}"
+    if not value.strip().isdigit() or int(value) < 1:
+        raise ValueError(f"{name}={value!r} is not a count; set it to a whole number above 0")
+    return int(value)
+
+
 def _domain(key: str, value: Any, settings: Settings) -> str:
     from recreate.domains.registry import BUILTIN_DOMAINS
 
@@ -71,9 +82,8 @@ def evolve_graph(config: RunnableConfig) -> CompiledStateGraph:
     evaluator = value("evaluator", _operator_only)
     seed = value("seed", client_scaffold, REPO / "scaffolds" / "minimal")
     data = value("data", client_path, REPO / "examples" / "custom_domain" / "tasks.jsonl")
-    loop = EvolveConfig(
-        rounds=int(value("rounds", _count, 2)), batch_size=int(value("batch_size", _count, 3))
-    )
+    loop = EvolveConfig(rounds=_env_count(value("rounds", _count), "rounds", 2),
+                        batch_size=_env_count(value("batch_size", _count), "batch_size", 3))  # fmt: skip
     optimizer_model = value("optimizer_model", client_model, model)
     domain = get_domain(
         value("domain", _domain, "jsonl"), data=data, **({"evaluator": evaluator} if evaluator else {})

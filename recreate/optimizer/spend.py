@@ -8,19 +8,27 @@ overshoot the limit; a rollout served from the cache frees its slot unpaid.
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from pathlib import Path
 
 from recreate.models import BudgetExceeded
+from recreate.runs import BrokenRun, read_json
 
 
 class RunSpend:
     def __init__(self, path: Path, *, max_rollouts: int | None, max_wall_s: float | None) -> None:
         self.path, self.max_rollouts, self.max_wall_s = path, max_rollouts, max_wall_s
-        spent = json.loads(path.read_text()) if path.exists() else {}
+        spent = read_json(path, dict) if path.exists() else {}
         self.rollouts_paid: int = spent.get("rollouts", 0)
         self._wall_before: float = spent.get("wall_s", 0.0)
+        for name, value, kind in (
+            ("rollouts", self.rollouts_paid, int),
+            ("wall_s", self._wall_before, int | float),
+        ):
+            if isinstance(value, bool) or not isinstance(value, kind) or not 0 <= value < math.inf:
+                raise BrokenRun(path, f"has {name} {value!r}, not a number of at least 0")
         self._started = time.monotonic()
         self._lock = threading.Lock()
         self._running = 0  # reserved against max_rollouts, not yet paid or found cached

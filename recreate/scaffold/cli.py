@@ -141,7 +141,7 @@ def apply(
     home: Path | None = HomeOption,
 ) -> None:
     """Apply edit ops to a stored version and store the result as its child (all or nothing)."""
-    text = sys.stdin.read() if ops_file == "-" else Path(ops_file).read_text(encoding="utf-8")
+    text = _read_ops(ops_file)
     try:
         box = get_sandbox(sandbox) if sandbox else None
         info = _store(store).apply(ref, text, sandbox=box, message=message)
@@ -149,6 +149,21 @@ def apply(
         _report_problems(exc)
         raise typer.Exit(1) from None
     _console().print(f"{info.ref} {info.hash[:12]} (parent {info.parent})")
+
+
+def _read_ops(ops_file: str) -> str:
+    """The ops file's text ('-': stdin); a usage error naming OPS_FILE when it cannot be read as text."""
+    source = "stdin" if ops_file == "-" else ops_file
+    try:
+        return sys.stdin.read() if ops_file == "-" else Path(ops_file).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        problem = "is not UTF-8 text"
+    except OSError as exc:
+        problem = f"cannot be read ({exc.strerror or exc})"
+    raise typer.BadParameter(
+        f"{source} {problem}; pass a JSON file of edit ops (a list, or {{\"ops\": [...]}}), or '-' for stdin",
+        param_hint="OPS_FILE",
+    )
 
 
 @app.command()

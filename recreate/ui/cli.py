@@ -13,7 +13,7 @@ from recreate.config import load_settings
 def ui_command(
     home: Path = home_option(),
     host: str = typer.Option("127.0.0.1", "--host", help="address to bind; only this machine by default"),
-    port: int = typer.Option(8765, "--port", help="port to listen on"),
+    port: int = typer.Option(8765, "--port", min=1, max=65535, help="port to listen on"),
     allow_host: list[str] = typer.Option(
         [],
         "--allow-host",

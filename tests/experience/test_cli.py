@@ -74,3 +74,21 @@ def test_entry_point_verify_exit_codes_and_reindex(run, recreate_home: Path) -> 
     assert drift.returncode == 1 and "uncataloged files: 1" in drift.stdout
     assert run("reindex").exit_code == 0
     assert entry_point("verify").returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (("ls", "--limit", "-1"), "--limit"),  # was taken: -1 listed all but the first entry
+        (("ls", "--limit", "0"), "--limit"),  # was taken: 0 listed every entry
+        (("search", "x", "-k", "0"), "-k"),
+        (("show", "t-1", "--budget", "0"), "--budget"),
+    ],
+)
+def test_a_count_below_one_is_refused_naming_the_option(run, args, option) -> None:
+    result = run(*args)
+    assert (
+        result.exit_code == 2
+        and f"'{option}'" in result.output
+        and "greater than or equal to 1" in result.output
+    )

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from recreate.finetune.policy import ServedPolicy
+from recreate.runs import BrokenRun
 
 pytestmark = pytest.mark.slow
 MESSAGES = [{"role": "user", "content": "What is 12 + 30?"}]
@@ -123,3 +124,17 @@ def test_runs_on_one_base_share_its_f32_export(hf_model: Path, tmp_path: Path) -
     (base / "model.safetensors").touch()  # the base's weights changed: another export, not the old one
     after = ServedPolicy(home, tmp_path / "run-4" / "policy", base=base).versions[0].gguf
     assert len({first, before, after}) == 3 and after.is_file()
+
+
+@pytest.mark.parametrize(
+    "data", ["", "[{", "{}", "[]", '[{"name": "base"}]', '[{"index": 0, "name": "b", "hf_dir": 3}]']
+)
+def test_a_damaged_version_index_is_one_line_naming_it(tmp_path: Path, data: str) -> None:
+    """A resumed fine-tuning run read it bare: a JSON, Key or TypeError traceback."""
+    root = tmp_path / "policy"
+    root.mkdir()
+    (root / "versions.json").write_text(data)
+    with pytest.raises(BrokenRun) as caught:
+        ServedPolicy(tmp_path, root, base=tmp_path / "base")
+    assert str(caught.value).startswith(f"{root / 'versions.json'} ") and "\n" not in str(caught.value)
+    assert (root / "versions.json").read_text() == data

@@ -123,3 +123,24 @@ def test_a_port_in_use_is_refused_not_taken_for_the_new_server(tmp_path: Path) -
         assert "choose another --port, or leave --port out" in caught.value.for_cli()
     assert server.process is None and not server.state_file.exists()
     assert running_servers(tmp_path) == []
+
+
+@pytest.mark.parametrize("port", [0, -1, 65536, 99999])
+def test_a_port_that_cannot_be_bound_is_refused_naming_it(tmp_path: Path, port: int) -> None:
+    """99999 was bound modulo 65536 (or failed with "bind(): port must be 0-65535") under another name."""
+    with pytest.raises(
+        LocalModelError, match=rf"^port {port} is not a port: pass port from 1 to 65535$"
+    ) as caught:
+        LocalServer(["true"], engine="fake", model="m", port=port, home=tmp_path, tool_calls=False)
+    assert caught.value.for_cli().endswith("pass --port from 1 to 65535")
+    assert not (tmp_path / "logs").exists()
+
+
+def test_the_engine_process_refuses_a_port_out_of_range(tmp_path: Path) -> None:
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    argv = ["--model", str(model), "--alias", "m", "--port", "70000"]
+    done = subprocess.run(
+        [sys.executable, "-m", "recreate.local.llamacpp", *argv], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and "--port 70000: not a port; pass one from 1 to 65535" in done.stderr

@@ -60,6 +60,12 @@ def one_line(err: str) -> str:
         ("--val-limit", "0"),  # no validation set: refused before a server starts
         ("--val-limit", "-1"),  # a slice would silently drop the last task
         ("--train-limit", "0"),
+        ("--min-improvement", "nan"),  # was taken: every candidate was then rejected
+        ("--min-improvement", "-inf"),
+        ("--max-wall-s", "nan"),
+        ("--max-wall-s", "inf"),
+        ("--budget-usd", "inf"),
+        ("--price", "gpt-x=nan,1"),
     ],
 )
 def test_bad_numbers_are_one_line_naming_the_option(
@@ -106,6 +112,30 @@ def test_resume_with_another_config_names_the_keys(monkeypatch, capsys, recreate
     )  # fmt: skip
     assert code == 2 and "evolve.batch_size, val differ" in one_line(err) and "--force" in err
     assert not openai_server.requests
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "said"),
+    [
+        ("config.json", b"[1]", "config.json is not a JSON object"),
+        ("spent.json", b'{"rollouts": 3, "wa', "spent.json cannot be read as JSON"),
+        (
+            "checkpoints.sqlite",
+            b"garbage" * 1000,
+            "checkpoints.sqlite cannot be read as the run's checkpoints",
+        ),
+    ],
+)
+def test_resume_of_a_run_with_a_damaged_file_is_one_line_naming_it(
+    monkeypatch, capsys, recreate_home, openai_server, name, data, said
+):
+    _build_run(recreate_home, openai_server.url)
+    (recreate_home / "runs" / "r1" / name).write_bytes(data)
+    code, err = evolve(
+        monkeypatch, capsys, recreate_home, "--model", f"m@{openai_server.url}", "--resume", "r1"
+    )
+    assert code == 2 and said in one_line(err) and err.rstrip().endswith("or start a new run")
+    assert (recreate_home / "runs" / "r1" / name).read_bytes() == data and not openai_server.requests
 
 
 def test_force_accepts_another_config_and_budgets_may_change(recreate_home, openai_server):

@@ -46,3 +46,15 @@ def test_the_attacker_endpoint_gets_nothing(server) -> None:
             with pytest.raises(ValueError):
                 evolve_graph({"configurable": {key: f"evil@{attacker.url}"}})
         assert attacker.requests == []
+
+
+@pytest.mark.parametrize(("variable", "value"), [("RECREATE_ROUNDS", "-1"), ("RECREATE_BATCH_SIZE", "three")])
+def test_a_count_from_the_environment_is_refused_naming_the_variable(
+    server, monkeypatch, variable, value
+) -> None:
+    """It was int()-ed bare: "invalid literal for int() with base 10: 'three'"."""
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValueError) as caught:
+        evolve_graph({"configurable": {}})
+    assert str(caught.value) == f"{variable}={value!r} is not a count; set it to a whole number above 0"
+    assert server.requests == []

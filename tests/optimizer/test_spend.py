@@ -11,6 +11,7 @@ import pytest
 
 from recreate.models import BudgetExceeded
 from recreate.optimizer.spend import RunSpend
+from recreate.runs import BrokenRun
 
 
 def test_a_resumed_run_counts_what_it_spent_before(tmp_path: Path) -> None:
@@ -42,3 +43,15 @@ def test_a_slot_waits_for_a_running_rollout_and_a_cached_one_frees_it_unpaid(tmp
     spend.release(paid=True)
     with pytest.raises(BudgetExceeded):
         spend.reserve()  # paid up to the limit: no slot left to wait for
+
+
+@pytest.mark.parametrize(
+    "data", ["", '{"rollouts": 3, "wa', "[3]", '{"rollouts": 1.5}', '{"rollouts": 2, "wall_s": NaN}']
+)
+def test_a_damaged_record_is_one_line_naming_the_file_and_left_as_it_was(tmp_path: Path, data: str) -> None:
+    path = tmp_path / "spent.json"
+    path.write_text(data)
+    with pytest.raises(BrokenRun) as caught:
+        RunSpend(path, max_rollouts=4, max_wall_s=None)
+    assert str(caught.value).startswith(f"{path} ") and "\n" not in str(caught.value)
+    assert path.read_text() == data

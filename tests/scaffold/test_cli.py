@@ -82,3 +82,21 @@ def test_root_cli_exposes_the_sub_app(tmp_path):
     )
     assert res.returncode == 2
     assert res.stderr.startswith("error: no scaffold named 'nothing-here'")
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"\x89PNG\r\n\x1a\n\x00\xff", "is not UTF-8 text"),  # was a bare "'utf-8' codec can't decode ..."
+        (None, "cannot be read (No such file or directory)"),  # was a bare "[Errno 2] ..."
+    ],
+)
+def test_an_ops_file_that_is_not_text_is_one_line_naming_it(tmp_path, store_root, content, said):
+    invoke("commit", str(SEEDS / "minimal"), "--store", store_root)
+    ops = tmp_path / "ops.json"
+    if content is not None:
+        ops.write_bytes(content)
+    result = invoke("apply", "minimal", str(ops), "--store", store_root)
+    message = " ".join(result.output.split())
+    assert result.exit_code == 2 and f"{ops} {said}; pass a JSON file of edit ops" in message, result.output
+    assert ScaffoldStore(store_root).versions("minimal") == [1]

@@ -43,3 +43,16 @@ def test_bad_options_are_one_line_and_exit_2() -> None:
         busy = start("--port", str(taken.getsockname()[1]))
         _, err = busy.communicate(timeout=60)
     assert busy.returncode == 2 and err.count("\n") == 1 and "pick another port" in err
+
+
+def test_a_number_out_of_range_is_one_line_naming_the_option() -> None:
+    """--port 99999 would bind elsewhere (the port wraps); nan would never fault or wait."""
+    for option, value in (
+        ("--port", "99999"),
+        ("--port", "-1"),
+        ("--fault-rate", "nan"),
+        ("--latency", "-2"),
+    ):
+        bad = start(option, value)
+        _, err = bad.communicate(timeout=60)
+        assert bad.returncode == 2 and err.count("\n") == 1 and f"argument {option}: '{value}'" in err, err
