@@ -328,6 +328,7 @@ def _interrupts_said(run_dir: Path) -> Iterator[None]:
 
     def interrupt(signum: int, frame: object) -> None:
         sys.stderr.write("interrupted: stopping once the running model calls return\n")
+        logging.getLogger("concurrent.futures").addFilter(_after_shutdown)  # stays: the process is ending
         raise KeyboardInterrupt
 
     before = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -340,6 +341,13 @@ def _interrupts_said(run_dir: Path) -> Iterator[None]:
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)
+
+
+def _after_shutdown(record: logging.LogRecord) -> bool:
+    """False for the traceback of a graph step that finished after the interrupt stopped the graph's
+    executor (its checkpoint write could not be scheduled: that step runs again on resume)."""
+    error = record.exc_info[1] if record.exc_info else None
+    return not (isinstance(error, RuntimeError) and "after shutdown" in str(error))
 
 
 def _check_writable(home: Path) -> None:

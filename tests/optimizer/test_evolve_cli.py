@@ -291,3 +291,25 @@ def test_a_failing_optimizer_endpoint_stops_the_run_resumably(recreate_home, who
         )
     assert resumed.returncode == 0, resumed.stderr
     assert "final: minimal@v2" in resumed.stdout  # the round's reflections ran once the endpoint was back
+
+
+def test_a_step_that_finishes_after_an_interrupt_leaves_no_traceback(caplog):
+    """After Ctrl-C the graph's executor is shut down; a step finishing then cannot schedule its checkpoint
+    write, and concurrent.futures logs that with a traceback. The interrupt's filter drops exactly that."""
+    import logging
+    from concurrent.futures import ThreadPoolExecutor
+
+    from recreate.optimizer.cli import _after_shutdown
+
+    pool = ThreadPoolExecutor(1)
+    pool.shutdown()
+    logger = logging.getLogger("concurrent.futures")
+    logger.addFilter(_after_shutdown)
+    try:
+        with ThreadPoolExecutor(1) as other:
+            other.submit(lambda: None).add_done_callback(lambda _: pool.submit(print))
+            other.submit(lambda: None).add_done_callback(lambda _: 1 / 0)  # any other failure still shows
+    finally:
+        logger.removeFilter(_after_shutdown)
+    said = [str(r.exc_info[1]) for r in caplog.records if r.name == "concurrent.futures" and r.exc_info]
+    assert said == ["division by zero"]
