@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -19,6 +20,8 @@ from recreate.domains.base import Evaluation, Split, Task
 from recreate.domains.splits import SplitPlan, check_unique_ids, select
 from recreate.sandbox import fresh_session
 from recreate.sandbox.base import Result, Sandbox, SandboxSpec, Session
+
+log = logging.getLogger(__name__)
 
 MAX_SUBMISSION_BYTES = 256 * 1024  # a real answer or solution is far smaller; beyond this it is junk
 
@@ -82,6 +85,12 @@ class TaskFileDomain:
         self.plan = plan
         self._tasks = [task for path in jsonl_files(data) for task in load(path)]
         check_unique_ids(self._tasks, str(data))
+        invalid = [task.metadata["invalid"] for task in self._tasks if task.metadata.get("invalid")]
+        if invalid:  # kept (ids and splits stay as the file says) but said now, not at each run's 0
+            log.warning(
+                "%d task(s) in %s cannot be judged and score 0 in every run (first: %s); fix or remove them",
+                len(invalid), data, invalid[0],
+            )  # fmt: skip
 
     def tasks(self, split: Split = "all") -> list[Task]:
         return select(self._tasks, split, self.plan)

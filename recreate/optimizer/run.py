@@ -107,6 +107,16 @@ def optimize(
     from recreate.optimizer.state import EvolveConfig
     from recreate.runs import check_run_id
 
+    if not callable(getattr(domain, "tasks", None)) or not callable(getattr(domain, "evaluate", None)):
+        raise ArgumentError(
+            f"{{domain}} is {domain!r}, not a Domain: pass one, e.g. get_domain('jsonl', data='tasks.jsonl')",
+            domain=Arg("domain", flag="--domain"),
+        )
+    if config is not None and not isinstance(config, EvolveConfig):
+        raise ArgumentError(
+            f"{{config}} is a {type(config).__name__}, not an EvolveConfig: pass EvolveConfig(**settings)",
+            config=Arg("config"),
+        )
     run_id = check_run_id(run_id) if run_id is not None else f"evolve-{uuid.uuid4().hex[:8]}"
     log = log or logging.getLogger("recreate.progress").info
     settings = load_settings(home=home)

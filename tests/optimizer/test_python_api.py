@@ -139,6 +139,14 @@ def test_fine_tuning_from_python_needs_the_local_model_and_says_so_in_arguments(
     assert not (recreate_home / "runs").exists()
 
 
+def test_a_domain_name_or_a_dict_of_settings_is_one_line_naming_the_argument(recreate_home):
+    with pytest.raises(ValueError, match=r"^domain is 'jsonl', not a Domain: pass one, e.g. get_domain"):
+        recreate.optimize(SEED, "jsonl", model="scripted@http://127.0.0.1:9/v1")
+    with pytest.raises(ValueError, match=r"^config is a dict, not an EvolveConfig: pass EvolveConfig"):
+        recreate.optimize(SEED, words(), model="scripted@http://127.0.0.1:9/v1", config={"rounds": 1})
+    assert not (recreate_home / "runs").exists()
+
+
 def test_the_final_model_of_a_fine_tuning_run_is_its_accepted_weights(tmp_path):
     from recreate.runs import final_model
 

@@ -39,7 +39,7 @@ def test_loading_and_default_exact_match(tasks_file):
     assert "no expected answer" in domain.evaluate(three, "x", sandbox=None).feedback
 
 
-def test_bad_input_is_reported(tmp_path, tasks_file):
+def test_bad_input_is_reported(tmp_path, tasks_file, caplog):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "task": "t"}\nnot json\n')
     with pytest.raises(DomainDataError, match="bad.jsonl:2: not valid JSON"):
@@ -51,8 +51,11 @@ def test_bad_input_is_reported(tmp_path, tasks_file):
     with pytest.raises(UnknownDomainError, match="takes no option.*colour"):
         get_domain("jsonl", data=tasks_file, colour="red")
     missing = tmp_path / "missing.jsonl"
-    missing.write_text('{"id": "a"}\n')
-    task = get_domain("jsonl", data=missing).tasks()[0]
+    missing.write_text('{"id": "a"}\n{"id": "b", "task": null}\n{"id": "c", "task": "fine"}\n')
+    with caplog.at_level("WARNING", logger="recreate.domains.common"):
+        task = get_domain("jsonl", data=missing).tasks()[0]
+    assert f"2 task(s) in {missing} cannot be judged" in caplog.text
+    assert f"(first: {missing}:1: no 'task' text)" in caplog.text
     assert "no 'task' text" in get_domain("jsonl", data=missing).evaluate(task, "x", sandbox=None).feedback
 
 
