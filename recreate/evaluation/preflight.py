@@ -2,9 +2,10 @@
 
 `preflight(sandbox, domain, home)` raises `PreflightError` with one line that names the problem and its
 fix when the sandbox backend does not open a session and run `true` in it (with the spec the domain's
-agent works in), when the domain says its environment is not ready (`environment_problem()`, where a
-domain defines it), or when the state directory has less than `min_free_mb` free. Seconds, not minutes:
-a run that would store nothing but errors is refused at once.
+agent works in), when the domain says its environment is not ready (`environment_problem()`) or its
+evaluator cannot run in that backend (`evaluator_problem(sandbox)`; each where a domain defines it), or
+when the state directory has less than `min_free_mb` free. Seconds, not minutes: a run that would store
+nothing but errors is refused at once.
 """
 
 from __future__ import annotations
@@ -28,15 +29,17 @@ class PreflightError(RuntimeError):
 
 def preflight(sandbox: str | Sandbox, domain: Domain, home: Path, *, min_free_mb: int = MIN_FREE_MB) -> None:
     check_disk(home, min_free_mb)
-    check_sandbox(sandbox, agent_sandbox_spec(domain))
+    backend = check_sandbox(sandbox, agent_sandbox_spec(domain))
     problem: Callable[[], str | None] | None = getattr(domain, "environment_problem", None)
     found = problem() if callable(problem) else None
+    evaluator: Callable[[Sandbox], str | None] | None = getattr(domain, "evaluator_problem", None)
+    found = found or (evaluator(backend) if callable(evaluator) else None)
     if found:
         raise PreflightError(f"domain {domain.name}: {found}")
 
 
-def check_sandbox(sandbox: str | Sandbox, spec: SandboxSpec | None = None) -> None:
-    """The backend is installed, opens a session with `spec` and runs `true` in it."""
+def check_sandbox(sandbox: str | Sandbox, spec: SandboxSpec | None = None) -> Sandbox:
+    """The backend (returned) is installed, opens a session with `spec` and runs `true` in it."""
     name = sandbox if isinstance(sandbox, str) else sandbox.name
     others = " or ".join(f"--sandbox {b}" for b in BACKENDS if b not in (name, "local"))
     try:
@@ -53,6 +56,7 @@ def check_sandbox(sandbox: str | Sandbox, spec: SandboxSpec | None = None) -> No
         raise PreflightError(
             f"sandbox {name}: {broken}; `recreate sandbox status` lists the backends that work here"
         )
+    return backend
 
 
 def check_disk(home: Path, min_free_mb: int = MIN_FREE_MB) -> None:

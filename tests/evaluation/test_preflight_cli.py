@@ -91,7 +91,7 @@ def _failing_bwrap(after: int) -> Path:
 
 def test_a_sandbox_that_breaks_mid_run_stops_evolve_resumably(recreate_home, openai_server, failing_bwrap):
     openai_server.responder = responder
-    shim = failing_bwrap(after=2)  # the preflight's sandbox works; the validation's do not
+    shim = failing_bwrap(after=3)  # the preflight's sandboxes work (probe, evaluator); the validation's not
     args = evolve_args(recreate_home, openai_server.url, "--rounds", "1", "--concurrency", "1", "--run", "r")
     res = subprocess.run(args, capture_output=True, text=True, timeout=300,
                          env=clean_env(PATH=f"{shim}:{os.environ['PATH']}"))  # fmt: skip

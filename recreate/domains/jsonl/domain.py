@@ -240,6 +240,23 @@ class JsonlDomain(TaskFileDomain):
                 )
         return None
 
+    def evaluator_problem(self, sandbox: Sandbox) -> str | None:
+        """The command tried once on a plain wrong answer: a shell that cannot start it (exit 126: not
+        executable, 127: not found) would score every submission 0, each read as the submission's failure."""
+        if not self.command or not self._tasks:
+            return None
+        tried = self._run_command(self._tasks[0], "0", sandbox).details
+        code = tried.get("exit_code")
+        if code is None and tried.get("error"):  # it did not run: the sandbox or the folder failed
+            return f"the evaluator cannot run in the {sandbox.name} sandbox: {tried['error']}"
+        if code not in (126, 127):
+            return None
+        said = "is not executable" if code == 126 else "is not found"
+        return (
+            f"the evaluator command `{self.command}` {said} in the {sandbox.name} sandbox (exit {code}); "
+            "fix the command (--evaluator), or run it where it exists (an image with --option image=...)"
+        )
+
     def evaluate(self, task: Task, submission: str | None, sandbox: Sandbox) -> Evaluation:
         problem = submission_problem(task, submission)
         if problem:

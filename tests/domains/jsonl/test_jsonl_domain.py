@@ -7,6 +7,7 @@ import pytest
 from recreate.domains import DomainDataError, Evaluation, UnknownDomainError, get_domain
 from recreate.domains.common import MAX_SUBMISSION_BYTES
 from recreate.domains.jsonl.domain import is_callable_spec
+from recreate.sandbox import get_sandbox
 
 ROWS = [
     {"id": "one", "task": "Say yes.", "expected": "yes", "category": "easy"},
@@ -307,3 +308,24 @@ def test_a_command_running_a_file_the_evaluator_folder_lacks_is_an_environment_p
     inline = get_domain("jsonl", data=tasks_file, evaluator="python3 -c 'print(1)'")
     assert inline.environment_problem() is None
     assert get_domain("jsonl", data=tasks_file).environment_problem() is None  # exact match, no command
+
+
+@pytest.mark.bwrap
+def test_an_evaluator_the_sandbox_cannot_start_is_refused_before_the_run(tasks_file, bwrap, tmp_path):
+    """Exit 127 (not found) or 126 (not executable) from the shell on every submission would read as
+    the submissions' failures: the preflight tries the command once and refuses it, naming the fix."""
+    from recreate.evaluation.preflight import PreflightError, preflight
+
+    missing = get_domain("jsonl", data=tasks_file, evaluator="nosuchjudge --strict")
+    said = missing.evaluator_problem(bwrap)
+    assert "`nosuchjudge --strict` is not found in the bwrap sandbox (exit 127)" in said
+    with pytest.raises(PreflightError, match="^domain jsonl: the evaluator command `nosuchjudge"):
+        preflight(bwrap, missing, tmp_path)
+    (tasks_file.parent / "judge.sh").write_text("echo judged\n")  # not executable
+    plain = get_domain("jsonl", data=tasks_file, evaluator="/evaluator/judge.sh")
+    assert "is not executable in the bwrap sandbox (exit 126)" in plain.evaluator_problem(bwrap)
+    judge = _evaluator(tasks_file, "print('{\"score\": 0}')")
+    working = get_domain("jsonl", data=tasks_file, evaluator=judge)
+    assert working.evaluator_problem(bwrap) is None  # a wrong answer scored 0 is the evaluator working
+    said = str(working.evaluator_problem(get_sandbox("local")))
+    assert "cannot run in the local sandbox: the evaluation sandbox failed" in said and "/evaluator" in said
