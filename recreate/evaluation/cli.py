@@ -22,6 +22,7 @@ from recreate.cli_options import (
 )
 from recreate.config import load_settings
 from recreate.console import make_console
+from recreate.redact import redact
 
 if TYPE_CHECKING:
     from recreate.experience.schema import Trajectory
@@ -98,7 +99,7 @@ def eval_command(
     out = settings.home / "evals" / run_id
     info = {
         "run_id": run_id, "scaffold": scaffold, "scaffold_hash": loaded.content_hash(), "domain": domain,
-        "data": str(data), "split": split, "model": spec, "seeds": seeds,
+        "data": str(data), "split": split, "model": redact(spec), "seeds": seeds,
         "sandbox": sandbox or settings.sandbox, "tasks_total": len(tasks) * seeds,
     }  # fmt: skip
     title = f"{loaded.name} on {domain}/{split}"

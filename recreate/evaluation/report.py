@@ -93,6 +93,11 @@ def write_chart(path: Path, rows: list[dict[str, Any]], summary: Summary, title:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    with matplotlib.rc_context({"text.parse_math": False}):  # a task id's "$..$" is text, not math
+        return _draw_chart(plt, path, rows, summary, title)
+
+
+def _draw_chart(plt: Any, path: Path, rows: list[dict[str, Any]], summary: Summary, title: str) -> Path:
     fig, (left, right) = plt.subplots(
         1, 2, figsize=(max(7.0, 4 + 0.25 * len(rows)), 3.8), gridspec_kw={"width_ratios": [3, 1]}
     )

@@ -40,6 +40,7 @@ from recreate.models import (
 )
 from recreate.optimizer.loop import EvolveLoop, test_tasks
 from recreate.optimizer.state import EvolveConfig, EvolveError
+from recreate.redact import redact
 from recreate.runs import (
     EvolveResult,
     check_run_id,
@@ -161,7 +162,7 @@ class ReCreateOptimizer:
             if self.finetune
             else _model_spec(self.agent_model, port=False),
             "optimizer_model": _model_spec(self.optimizer_model, port=False),
-            "agent_spec": self.agent_spec,
+            "agent_spec": redact(self.agent_spec),  # a URL's password is not kept in the run's files
             "evolve": _jsonable(self.config),
             **({"finetune": _jsonable(self.finetune.settings)} if self.finetune else {}),
             "train": [t.id for t in trainset],

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from recreate.redact import safe_env
 from recreate.scaffold.errors import ScaffoldError
 
 RENDER_TIMEOUT_S = 10.0  # per render, once the worker has started
@@ -40,6 +41,7 @@ class _Worker:
             stderr=subprocess.DEVNULL,
             text=True,
             encoding="utf-8",
+            env=safe_env(dict(os.environ)),  # it renders model-written templates: no key reaches it
         )
         if self._read_line(_START_TIMEOUT_S) != '{"ready": true}\n':  # a loaded machine starts slowly
             self.kill()

@@ -6,12 +6,15 @@ cannot become markup; the page's own markup is only the image tag with an escape
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import ParamSpec
 
+import matplotlib
 from markupsafe import Markup
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
@@ -19,6 +22,7 @@ from matplotlib.ticker import MaxNLocator
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 ACCEPTED, REJECTED = "#2ca02c", "#d62728"
 SIZE = (6.4, 2.6)  # inches: 640 x 260 px at the page's scale
+P = ParamSpec("P")
 
 
 @dataclass
@@ -29,6 +33,17 @@ class Series:
     point_colors: Sequence[str] = field(default_factory=list)  # one per point (accepted/rejected)
     marker: str = "o"
     labels: Sequence[str] = field(default_factory=list)  # one per point, written beside it
+
+
+def _plain_text(draw: Callable[P, Markup]) -> Callable[P, Markup]:
+    """`draw` with labels taken as text: a name with "$...$" in it is not math (nor a parse error)."""
+
+    @functools.wraps(draw)
+    def drawn(*args: P.args, **kwargs: P.kwargs) -> Markup:
+        with matplotlib.rc_context({"text.parse_math": False}):
+            return draw(*args, **kwargs)
+
+    return drawn
 
 
 def _image(fig: Figure, title: str) -> Markup:
@@ -42,6 +57,7 @@ def _empty(why: str) -> Markup:
     return Markup(f'<p class="empty">{html.escape(why)}</p>')
 
 
+@_plain_text
 def line_chart(
     series: Sequence[Series],
     title: str,
@@ -75,6 +91,7 @@ def line_chart(
     return _image(fig, title)
 
 
+@_plain_text
 def bar_chart(labels: Sequence[str], values: Sequence[float], title: str, unit: str = "") -> Markup:
     if not labels or not any(values):
         return _empty("nothing to plot: no values, or all zero")

@@ -17,16 +17,7 @@ def test_unreachable_endpoint_is_one_line_with_the_url(monkeypatch, capsys, recr
     url = "http://127.0.0.1:9/v1"  # the discard port: connection refused
     data = write_tasks(tmp_path / "tasks.jsonl", 2)
     argv = ["recreate", "eval", "--scaffold", str(MINIMAL), "--domain", "jsonl", "--data", str(data)]
-    argv += [
-        "--split",
-        "all",
-        "--model",
-        f"m@{url}",
-        "--evaluator",
-        EVALUATOR,
-        "-o",
-        f"evaluator_dir={EXAMPLE}",
-    ]
+    argv += ["--split", "all", "--model", f"m@{url}"]  # exact match: no /evaluator, which local cannot show
     monkeypatch.setattr(sys, "argv", [*argv, "--no-progress", "--sandbox", "local"])
     started = time.monotonic()
     with pytest.raises(SystemExit) as done:
@@ -78,3 +69,21 @@ def test_a_scaffold_whose_template_cannot_render_is_refused_before_any_rollout(
     assert done.value.code == 2 and err.startswith("error:") and err.count("\n") == 1
     assert "instance_template" in err and "template syntax error" in err
     assert openai_server.requests == []
+
+
+@pytest.mark.bwrap
+def test_a_password_in_the_model_url_reaches_no_result_file(
+    openai_server, bwrap, monkeypatch, capsys, recreate_home, tmp_path
+):
+    openai_server.responder = solver()
+    url = openai_server.url.replace("http://", "http://user:sekretpass999@")
+    argv = _argv(write_tasks(tmp_path / "tasks.jsonl", 1), url, MINIMAL, "--evaluator", EVALUATOR, "-o",
+                 f"evaluator_dir={EXAMPLE}")  # fmt: skip
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as done:
+        main()
+    assert done.value.code == 0, capsys.readouterr()
+    out = next((recreate_home / "evals").iterdir())
+    for name in ("results.json", "report.html"):
+        text = (out / name).read_text()
+        assert "sekretpass999" not in text and "user:***@" in text

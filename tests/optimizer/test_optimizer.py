@@ -83,3 +83,10 @@ def test_the_intact_run_resumes(recreate_home: Path, openai_server) -> None:
 def test_a_concurrency_the_loop_cannot_run_with_is_refused_naming_it(recreate_home: Path) -> None:
     with pytest.raises(EvolveError, match=r"^max_concurrency is 0; pass a whole number of at least 1$"):
         optimizer(recreate_home, "http://127.0.0.1:9/v1", max_concurrency=0)
+
+
+def test_a_password_in_the_model_url_is_not_kept_in_the_runs_config(recreate_home: Path, openai_server):
+    url = openai_server.url.replace("http://", "http://user:sekretpass999@")
+    build(recreate_home, url)
+    config = (recreate_home / "runs" / "r1" / "config.json").read_text()
+    assert "sekretpass999" not in config and "user:***@" in config

@@ -138,3 +138,14 @@ def test_renders_in_a_process_with_more_than_1024_open_files():
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=root
     )
     assert done.returncode == 0 and done.stdout == "ok t\n", done.stderr[-2000:]
+
+
+def test_the_renderer_of_model_written_templates_gets_no_key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-canary-renderer-123456")
+    monkeypatch.setenv("HF_TOKEN", "hf_canary_renderer_123456")
+    worker = bounded._Worker()
+    try:
+        environ = Path(f"/proc/{worker.proc.pid}/environ").read_bytes().decode()
+    finally:
+        worker.kill()
+    assert "canary" not in environ and "OPENAI_API_KEY" not in environ and "PATH=" in environ
