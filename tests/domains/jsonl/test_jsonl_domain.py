@@ -272,7 +272,7 @@ def test_evaluator_copies_unused_for_a_day_are_removed_and_used_ones_kept(tasks_
     import os
     import time
 
-    from recreate.domains.jsonl.domain import STALE_COPY_S, evaluator_folder
+    from recreate.domains.jsonl.evaluator_folder import STALE_COPY_S, evaluator_folder
 
     body = 'import json, os\nprint(json.dumps({"score": 1, "feedback": os.environ["RECREATE_TASK_ID"]}))'
     command = _evaluator(tasks_file, body)
