@@ -107,6 +107,7 @@ def optimize(
     from recreate.optimizer.state import EvolveConfig
     from recreate.runs import check_run_id
 
+    run_id = check_run_id(run_id) if run_id is not None else f"evolve-{uuid.uuid4().hex[:8]}"
     if not callable(getattr(domain, "tasks", None)) or not callable(getattr(domain, "evaluate", None)):
         raise ArgumentError(
             f"{{domain}} is {domain!r}, not a Domain: pass one, e.g. get_domain('jsonl', data='tasks.jsonl')",
@@ -117,7 +118,6 @@ def optimize(
             f"{{config}} is a {type(config).__name__}, not an EvolveConfig: pass EvolveConfig(**settings)",
             config=Arg("config"),
         )
-    run_id = check_run_id(run_id) if run_id is not None else f"evolve-{uuid.uuid4().hex[:8]}"
     log = log or logging.getLogger("recreate.progress").info
     settings = load_settings(home=home)
     agent = model if model is not None else agent_model_spec(settings.model, settings.base_url)
