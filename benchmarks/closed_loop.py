@@ -44,7 +44,11 @@ Per k and variant: AUC with its interval, collapse rate (share of seeds whose he
 rising, fell below half its best so far and below the base) and divergence (a non-finite loss).
 
 Outputs under `--results` (default docs/benchmarks): closed_loop.json (settings, sweep, per-run rows,
-curves, paired differences, staleness) and closed_loop.png. Runs (resumable) live under `--out`.
+curves, paired differences, staleness) and closed_loop.png; runs/ holds a record of each finished held-out
+run (settings, rows, per-task scores: benchmarks/closed_loop_ledger.py). A run already recorded there with
+the same settings is taken from its record, not run again, so a table can be filled over several sittings:
+`--run-seeds 2` runs only seed 2 now and summarizes the seeds that every variant has recorded (listed under
+"seeds"). Run folders (resumable mid-run) live under `--out`.
 
 Full run (about 14 h on a quiet 2-core machine; docs/benchmarks/closed_loop.md):
     flock /tmp/recreate-heavy.lock .venv/bin/python benchmarks/closed_loop.py --out .recreate/closed-loop
@@ -54,7 +58,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shutil
 import sys
 import time
@@ -66,7 +69,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks import closed_loop_ledger as ledger  # noqa: E402
 from benchmarks import closed_loop_stats as stats  # noqa: E402
+from benchmarks.closed_loop_sweep import sweep, write_sweeps  # noqa: E402
 from benchmarks.closed_loop_tasks import (  # noqa: E402
     ALL_CHANGES,
     ALL_VARIANTS,
@@ -87,6 +92,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(ALL_VARIANTS)
     )
     ap.add_argument("--seeds", type=int, default=3, help="loop seeds per variant (0..N-1)")
+    ap.add_argument(
+        "--run-seeds", default=None, help="run only these seeds now (the rest come from recorded runs)"
+    )
     ap.add_argument("--iterations", type=int, default=6, help="iterations per run (k more at lag k)")
     ap.add_argument("--lr", type=float, default=None, help="one rate for every variant (skips the sweep)")
     ap.add_argument("--sweep-lrs", default=SWEEP_LRS, help="rates the per-variant sweep tries")
@@ -114,6 +122,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.variants = parse_variants(args.variants)
     args.staleness_variants = parse_variants(args.staleness_variants)
     args.staleness = _ints("--staleness", args.staleness)
+    args.run_seeds = None if args.run_seeds is None else _ints("--run-seeds", args.run_seeds)
     args.sweep_lrs = sorted(_floats("--sweep-lrs", args.sweep_lrs))
     least = {
         "seeds": 1,
@@ -135,7 +144,7 @@ def _ints(flag: str, text: str) -> list[int]:
     except ValueError:
         raise SystemExit(f"{flag}: expected comma-separated whole numbers, got {text!r}") from None
     if not values or min(values) < 0:
-        raise SystemExit(f"{flag}: expected lags >= 0, got {text!r}")
+        raise SystemExit(f"{flag}: expected whole numbers >= 0, got {text!r}")
     return values
 
 
@@ -236,35 +245,6 @@ def metrics_rows(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
-def sweep_signal(rows: list[dict[str, Any]], diverged: str | None) -> float:
-    """Mean training reward of the rollouts sampled after the first update (iterations >= 2)."""
-    rewards = [r["reward_mean"] for r in rows if r["iteration"] >= 2 and r["reward_mean"] is not None]
-    return float("-inf") if diverged or not rewards else sum(rewards) / len(rewards)
-
-
-def choose_lr(signals: dict[float, float]) -> float:
-    """The rate with the highest signal; ties go to the lowest rate."""
-    return max(sorted(signals), key=lambda lr: (signals[lr], -lr))
-
-
-def sweep(bench: Bench, variant: str) -> dict[str, Any]:
-    args = bench.args
-    signals = {}
-    for lr in args.sweep_lrs:
-        config = bench.config(variant, lr, args.sweep_seed, iterations=args.sweep_iterations)
-        run = bench.loop(bench.out / "sweep" / variant / f"lr-{lr:g}", config, held_out=False)
-        signals[lr] = sweep_signal(run["rows"], run["diverged"])
-        print(f"sweep {variant} lr {lr:g}: training reward after updates {signals[lr]:.3f}")
-    chosen = choose_lr(signals)
-    if not math.isfinite(signals[chosen]):
-        print(f"sweep {variant}: every rate diverged or learned nothing to measure; the lowest is used")
-    return {  # a rate without a finite signal (diverged, or no batch after an update) is null
-        "signals": {f"{lr:g}": (s if math.isfinite(s) else None) for lr, s in signals.items()},
-        "chosen": chosen,
-        "chosen_by_default": not math.isfinite(signals[chosen]),
-    }
-
-
 def run_all(bench: Bench) -> dict[str, Any]:
     args = bench.args
     variants = list(
@@ -275,51 +255,52 @@ def run_all(bench: Bench) -> dict[str, Any]:
     for variant in variants if not args.lr else []:
         sweeps[variant] = sweep(bench, variant)
         lrs[variant] = sweeps[variant]["chosen"]
-    results: dict[str, Any] = {"sweep": sweeps, "lr": lrs, "staleness": {}, "runs": {}}
+    results: dict[str, Any] = {"sweep": sweeps, "lr": lrs, "staleness": {}, "runs": {}, "seeds": {}}
     for lag in args.staleness:
         names = args.variants if lag == 0 else args.staleness_variants
-        iterations = args.iterations + lag  # the staleness rises to k over the first k + 1
-        grids: dict[str, np.ndarray] = {}
+        done: dict[str, dict[int, dict[str, Any]]] = {name: {} for name in names}
+        for seed in range(args.seeds):  # seed by seed: a pair of variants is comparable as soon as it ends
+            for variant in names:
+                record = held_out_run(bench, variant, lrs[variant], seed, lag)
+                if record is not None:
+                    done[variant][seed] = record
+        seeds = sorted(set.intersection(*(set(d) for d in done.values())))
+        results["seeds"][f"k{lag}"] = seeds
+        if not seeds:
+            print(f"k{lag}: no seed has finished runs of every variant yet; nothing to summarize")
+            continue
         for variant in names:
-            grid, runs = [], []
-            for seed in range(args.seeds):
-                # the rate names the folder too: a later run at another rate is another run
-                run_dir = bench.out / f"k{lag}" / f"{variant}-lr{lrs[variant]:g}" / f"seed-{seed}"
-                started = time.time()
-                run = bench.loop(
-                    run_dir, bench.config(variant, lrs[variant], seed, iterations, lag), held_out=True
-                )
-                scores, padded_from = bench.scores(run_dir, iterations)
-                grid.append(scores)
-                run.update(
-                    seed=seed, padded_from=padded_from, wall_min=round((time.time() - started) / 60, 1)
-                )
-                run.update(stats.collapse(list(scores.mean(axis=1)), float(scores[0].mean())))
-                runs.append(run)
-            grids[variant] = np.stack(grid)
-            results["runs"][f"k{lag}/{variant}"] = runs
-        results["staleness"][f"k{lag}"] = summarize(grids, results["runs"], lag)
+            results["runs"][f"k{lag}/{variant}"] = [ledger.without_scores(done[variant][s]) for s in seeds]
+        grids = {v: np.array([done[v][s]["scores"] for s in seeds], dtype=float) for v in names}
+        results["staleness"][f"k{lag}"] = stats.summarize(grids, results["runs"], lag)
     return results
 
 
-def summarize(grids: dict[str, np.ndarray], runs: dict[str, list[dict]], lag: int) -> dict[str, Any]:
-    names = list(grids)
-    pairs = [(b, a) for a, b in zip(names, names[1:], strict=False)]
-    if len(names) > 2:
-        pairs.append((names[-1], names[0]))
-    per_variant = {}
-    for name, grid in grids.items():
-        own = runs[f"k{lag}/{name}"]
-        behind = [row.get("staleness") or 0.0 for run in own for row in run["rows"]]
-        per_variant[name] = {
-            "curve": stats.summarize_variant(grid),
-            **stats.auc_summary(grid),
-            "collapse_rate": sum(r["collapsed"] for r in own) / len(own),
-            "divergence_rate": sum(r["diverged"] is not None for r in own) / len(own),
-            "staleness_reached": max(behind, default=0.0),
-        }
-    differences = {f"{a} − {b}": stats.paired_difference(grids[a], grids[b]) for a, b in pairs}
-    return {"variants": per_variant, "differences": differences}
+def held_out_run(bench: Bench, variant: str, lr: float, seed: int, lag: int) -> dict[str, Any] | None:
+    """One run's record: from the records under --results, else run now (unless --run-seeds leaves it)."""
+    args = bench.args
+    iterations = args.iterations + lag  # the staleness rises to k over the first k + 1
+    settings = ledger.run_settings(args, variant, lr, seed, iterations, lag)
+    file = ledger.record_path(args.results, lag, variant, lr, seed)
+    record = ledger.load(file, settings, bench.val_ids)
+    if record is not None:
+        print(f"k{lag} {variant} seed {seed}: recorded in {file}")
+        return record
+    if args.run_seeds is not None and seed not in args.run_seeds:
+        return None
+    # the rate names the folder too: a later run at another rate is another run
+    run_dir = bench.out / f"k{lag}" / f"{variant}-lr{lr:g}" / f"seed-{seed}"
+    started = time.time()
+    run = bench.loop(run_dir, bench.config(variant, lr, seed, iterations, lag), held_out=True)
+    scores, padded_from = bench.scores(run_dir, iterations)
+    run.update(seed=seed, padded_from=padded_from, wall_min=round((time.time() - started) / 60, 1))
+    run.update(stats.collapse(list(scores.mean(axis=1)), float(scores[0].mean())))
+    record = {
+        "settings": settings, "date": time.strftime("%Y-%m-%d"), **run, "val_ids": bench.val_ids,
+        "scores": scores.tolist(),
+    }  # fmt: skip
+    ledger.save(file, record)
+    return record
 
 
 def report(args: argparse.Namespace, results: dict[str, Any], shared: dict[str, Any], base: float) -> None:
@@ -349,23 +330,16 @@ def report(args: argparse.Namespace, results: dict[str, Any], shared: dict[str, 
     (args.results / "closed_loop.json").write_text(
         json.dumps(document, indent=1, default=str), encoding="utf-8"
     )
-    main_block = results["staleness"][f"k{min(args.staleness)}"]
+    if not results["staleness"]:
+        print(f"\nno summary yet: finished runs are recorded under {args.results}/runs")
+        return
+    key = next(iter(results["staleness"]))  # the smallest lag with a summary
+    main_block = results["staleness"][key]
     curves = {n: v["curve"] for n, v in main_block["variants"].items()}
-    title = f"SmolLM2-135M, '{args.wording}' sums, {args.seeds} seed(s)"
+    seeds = results["seeds"][key]
+    title = f"SmolLM2-135M, '{args.wording}' sums, {key}, seed(s) {', '.join(map(str, seeds))}"
     stats.plot(curves, main_block["differences"], title, args.results / "closed_loop.png")
     print(f"\nresults and plot: {args.results}/closed_loop.{{json,png}}  runs: {args.out}")
-
-
-def write_sweeps(args: argparse.Namespace, bench: Bench, shared: dict[str, Any]) -> None:
-    """The sweep phase alone (it takes hours). A later run without --lr in the same --out (same settings)
-    finds these sweep runs done and chooses the same rates from them."""
-    sweeps = {variant: sweep(bench, variant) for variant in args.variants}
-    document = {"benchmark": "benchmarks/closed_loop.py --sweep-only", "date": time.strftime("%Y-%m-%d"),
-                "settings": shared, "sweep": sweeps}  # fmt: skip
-    args.results.mkdir(parents=True, exist_ok=True)
-    (args.results / "sweep.json").write_text(json.dumps(document, indent=1, default=str), encoding="utf-8")
-    chosen = {variant: block["chosen"] for variant, block in sweeps.items()}
-    print(f"sweep: chosen rates {json.dumps(chosen)}  ({args.results}/sweep.json)")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -376,7 +350,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {name:10} {ALL_CHANGES[name]:70} {json.dumps(ALL_VARIANTS[name])}")
     bench = Bench(args)
     if args.sweep_only:
-        write_sweeps(args, bench, shared)
+        write_sweeps(bench, shared)
         return
     base_dir = bench.base()
     base = float(np.mean(bench.scores(base_dir, 0)[0][0]))

@@ -87,7 +87,29 @@ def collapse(curve: list[float], base: float) -> dict[str, Any]:
         best = max(best, value)
         max_drop = max(max_drop, best - value)
         collapsed = collapsed or (best > base and value < min(best / 2, base))
-    return {"max_drop": max_drop, "collapsed": collapsed}
+    return {"max_drop": float(max_drop), "collapsed": bool(collapsed)}  # plain types: they go to JSON
+
+
+def summarize(grids: dict[str, np.ndarray], runs: dict[str, list[dict]], lag: int) -> dict[str, Any]:
+    """Per variant at lag k: curve, AUC, collapse and divergence rates; paired differences of neighbours
+    (and last − first when more than two)."""
+    names = list(grids)
+    pairs = [(b, a) for a, b in zip(names, names[1:], strict=False)]
+    if len(names) > 2:
+        pairs.append((names[-1], names[0]))
+    per_variant = {}
+    for name, grid in grids.items():
+        own = runs[f"k{lag}/{name}"]
+        behind = [row.get("staleness") or 0.0 for run in own for row in run["rows"]]
+        per_variant[name] = {
+            "curve": summarize_variant(grid),
+            **auc_summary(grid),
+            "collapse_rate": sum(r["collapsed"] for r in own) / len(own),
+            "divergence_rate": sum(r["diverged"] is not None for r in own) / len(own),
+            "staleness_reached": max(behind, default=0.0),
+        }
+    differences = {f"{a} − {b}": paired_difference(grids[a], grids[b]) for a, b in pairs}
+    return {"variants": per_variant, "differences": differences}
 
 
 def pad_curve(rows: list[list[float]], iterations: int) -> tuple[list[list[float]], int | None]:

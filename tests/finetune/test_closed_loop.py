@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from benchmarks import closed_loop_stats as stats
-from benchmarks.closed_loop import choose_lr, parse_args, sweep, sweep_signal
+from benchmarks.closed_loop import parse_args
+from benchmarks.closed_loop_sweep import choose_lr, sweep, sweep_signal
 from benchmarks.closed_loop_tasks import (
     ALL_VARIANTS,
     EXTRA_VARIANTS,
@@ -129,7 +130,7 @@ def test_a_sweep_with_diverged_rates_writes_valid_json_and_says_when_nothing_cho
     [
         (["--variants", "grpo,ppo"], "--variants: unknown ppo"),
         (["--staleness", "0,x"], "--staleness: expected"),
-        (["--staleness", "-1"], "--staleness: expected lags >= 0"),
+        (["--staleness", "-1"], "--staleness: expected whole numbers >= 0"),
         (["--sweep-lrs", "0"], "--sweep-lrs: expected positive"),
         (["--wording", "nope"], "invalid choice"),
         (["--sweep-iterations", "1"], "--sweep-iterations must be at least 2"),
@@ -177,6 +178,8 @@ def test_collapse_needs_a_rise_then_a_fall_below_half_and_below_base() -> None:
     assert not stats.collapse([0.2, 0.6, 0.25], base=0.2)["collapsed"]  # fell but kept the base
     assert not stats.collapse([0.2, 0.1, 0.05], base=0.2)["collapsed"]  # never rose: no learning lost
     assert stats.collapse([0.2, 0.6, 0.25], base=0.2)["max_drop"] == pytest.approx(0.35)
+    from_numpy = stats.collapse(list(np.array([0.2, 0.6, 0.1])), base=np.float64(0.2))
+    assert json.loads(json.dumps(from_numpy)) == {"max_drop": pytest.approx(0.5), "collapsed": True}
 
 
 def test_a_run_that_stopped_early_is_padded_with_its_last_policy() -> None:

@@ -20,15 +20,16 @@ pytestmark = [
 
 
 def test_one_iteration_of_two_variants_writes_paired_results_and_a_plot(
-    hf_model: Path, tmp_path: Path
+    hf_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     results = tmp_path / "results"
-    main([
+    argv = [
         "--variants", "grpo,tapo", "--seeds", "1", "--iterations", "1", "--lr", "1e-4", "--staleness", "0",
         "--wording", "plus", "--train-tasks", "4", "--val-tasks", "2", "--tasks-per-iteration", "2",
         "--group-size", "2", "--steps", "1", "--eval-seeds", "1", "--reply-tokens", "48",
         "--home", str(hf_model.parent.parent), "--out", str(tmp_path / "runs"), "--results", str(results),
-    ])  # fmt: skip
+    ]  # fmt: skip
+    main(argv)
     document = json.loads((results / "closed_loop.json").read_text())
     assert (results / "closed_loop.png").stat().st_size > 10_000
     assert document["lr"] == {"grpo": 1e-4, "tapo": 1e-4} and document["sweep"] == {}
@@ -47,6 +48,15 @@ def test_one_iteration_of_two_variants_writes_paired_results_and_a_plot(
     runs = sorted((tmp_path / "runs" / "k0").glob("*/seed-0"))
     assert len(runs) == 2 and all((run / "train" / "it-001" / "final").is_dir() for run in runs)
     assert not list((tmp_path / "runs").glob("**/checkpoints"))
+    record = json.loads((results / "runs" / "k0" / "tapo-lr0.0001" / "seed-0.json").read_text())
+    assert record["settings"]["loss"]["state_correction"] == "geo" and len(record["scores"]) == 2
+    # the run folders gone (another machine), the records stand in for the runs: nothing runs again
+    shutil.rmtree(tmp_path / "runs" / "k0")
+    (results / "closed_loop.json").unlink()
+    monkeypatch.setattr(Bench, "loop", lambda *a, **k: pytest.fail("a recorded run ran again"))
+    main(argv)
+    again = json.loads((results / "closed_loop.json").read_text())
+    assert again["staleness"] == document["staleness"] and again["runs"] == document["runs"]
 
 
 def test_the_sweep_alone_picks_a_rate_per_variant_from_training_runs_only(
