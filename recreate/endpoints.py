@@ -64,9 +64,10 @@ def check_endpoint(
                 f"{option} {spec}: OPENAI_API_KEY is not set; export it, or pass another {option}"
             )
         url = "https://api.openai.com/v1"
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    from recreate.local.server import auth_headers
+
     try:
-        reply = httpx.get(f"{url.rstrip('/')}/models", headers=headers, timeout=timeout)
+        reply = httpx.get(f"{url.rstrip('/')}/models", headers=auth_headers(url), timeout=timeout)
     except httpx.TransportError as exc:
         raise ModelSpecError(
             f"{option} {redact(spec)}: cannot reach the model endpoint {redact(url)} "

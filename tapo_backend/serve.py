@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from recreate.local.server import server_env
 from recreate.local.vllm import ServeError, adapter_rank
 
 
@@ -59,7 +60,7 @@ class VLLMServer:
                 self.command,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, **(self.env or {})},
+                env=server_env(self.env),  # an allow-list: no API keys or tokens of ours
                 start_new_session=True,
             )
 

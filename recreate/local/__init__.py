@@ -25,7 +25,14 @@ from recreate.local.embedded import (
     embedded_model,
     ensure_hf_model,
 )
-from recreate.local.server import LocalServer, ServerInfo, free_port, healthy, running_servers
+from recreate.local.server import (
+    LocalServer,
+    ServerInfo,
+    free_port,
+    healthy,
+    remember_key,
+    running_servers,
+)
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -75,7 +82,8 @@ def find_server(home: Path, engine: str | None = None, model: str | None = None)
     for info in running_servers(home):
         if engine not in (None, info.engine) or model not in (None, info.model):
             continue
-        if healthy(info.base_url):
+        if healthy(info.base_url, key=info.api_key):
+            remember_key(info)  # our clients in this process find it whatever home they were given
             return info
     return None
 
@@ -99,18 +107,19 @@ def start_server(
         from recreate.local import llamacpp
 
         command = llamacpp.command(local, port=port, parallel=parallel, ctx_per_slot=ctx_per_slot)
-        tool_calls, env = False, {}
+        tool_calls, env, key_env = False, {}, llamacpp.KEY_ENV
     elif engine == "vllm":
         from recreate.local import vllm
 
         if local.hf_dir is None:
             local = LocalModel(local.name, local.gguf, ensure_hf_model(home))
         command, tool_calls, env = vllm.server_command(home, local, port=port), False, vllm.server_env()
+        key_env = vllm.KEY_ENV
     else:
         raise LocalModelError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
     server = LocalServer(
         command, engine=engine, model=local.name, port=port, home=home, tool_calls=tool_calls,
-        detach=detach, env=env,
+        detach=detach, env=env, key_env=key_env,
     )  # fmt: skip
     server.start()
     return server

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import subprocess
 import sys
@@ -80,6 +79,7 @@ def serve_command(
     info = server.info
     console.print(f"{info.engine} serving {info.model} at {info.base_url}  (log {info.log})")
     console.print(f"use it with: --model {info.spec}   or   export OPENAI_BASE_URL={info.base_url}")
+    console.print(f"other clients need its key: OPENAI_API_KEY=$(recreate model key --port {info.port})")
     if detach:
         return
     try:
@@ -99,7 +99,7 @@ def status_command(home: Path = home_option(), as_json: bool = json_option("the 
 
     servers = running_servers(_home(home))
     if as_json:
-        rows = [{**dataclasses.asdict(s), "answers": healthy(s.base_url)} for s in servers]
+        rows = [{**s.public(), "answers": healthy(s.base_url, key=s.api_key)} for s in servers]
         emit_json(rows)
         return
     if not servers:
@@ -109,9 +109,30 @@ def status_command(home: Path = home_option(), as_json: bool = json_option("the 
     for col in ("engine", "model", "url", "pid", "answers", "adapters", "log"):
         table.add_column(col)
     for s in servers:
-        answers = "yes" if healthy(s.base_url) else "no"
+        answers = "yes" if healthy(s.base_url, key=s.api_key) else "no"
         table.add_row(s.engine, s.model, s.base_url, str(s.pid), answers, ", ".join(s.adapters) or "—", s.log)
     console.print(table)
+
+
+@app.command("key")
+def key_command(
+    port: int = typer.Option(None, "--port", min=1, max=65535, help="The server's port (if several run)."),
+    home: Path = home_option(),
+) -> None:
+    """Print the key a running local server requires (for clients other than recreate's own)."""
+    from recreate.local.server import running_servers
+
+    servers = [s for s in running_servers(_home(home)) if port in (None, s.port)]
+    if len(servers) != 1:
+        where = f"on port {port}" if port else "running"
+        found = ", ".join(f"{s.engine} on port {s.port}" for s in servers)
+        raise typer.BadParameter(
+            f"{len(servers)} local servers {where}{': ' + found if found else ''}; pass --port of one"
+            if servers
+            else f"no local model server {where} (start one with `recreate model serve`)",
+            param_hint="--port",
+        )
+    print(servers[0].api_key)
 
 
 @app.command("stop")

@@ -5,7 +5,8 @@ Runs as its own process (`python -m recreate.local.llamacpp --model FILE --port 
 135M embedded model on one core. Its chat template for SmolLM2 drops `tools`, so agents on it use the
 text action format. `logprobs` requests return the sampled tokens' log-probabilities and ids.
 LoRA adapters from the trainer are not loaded here (they would need a GGUF conversion): the training
-loop serves through vLLM. Its CORS answers name its own origin only, never a caller's.
+loop serves through vLLM. Its CORS answers name its own origin only, never a caller's, and it answers only
+requests that carry the key `LocalServer` made for it (see `recreate.local.server`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import threading
 from pathlib import Path
 
 from recreate.local.embedded import LocalModel, LocalModelError
+from recreate.local.server import KEY_ENV
 
 ENGINE = "llamacpp"
 INSTALL_HINT = "pip install 'recreate[local]' (the xllamacpp wheel)"
@@ -67,6 +69,9 @@ def serve(args: argparse.Namespace) -> None:
     params.cpuparams.n_threads = args.threads
     params.cpuparams_batch.n_threads = args.threads
     params.use_jinja = True
+    key = os.environ.pop(KEY_ENV, "")  # the key LocalServer made for this start: every request needs it
+    if key:
+        params.api_keys = [key]
     # CORS: llama.cpp reflects any Origin by default, which lets any web page read the answers; name our
     # own origin instead (a page elsewhere gets a header that is not its origin: the browser blocks it)
     params.cors_origins = f"http://{args.host}:{args.port}"

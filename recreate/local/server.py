@@ -10,6 +10,13 @@ thread that lives as long as this process (`_SPAWNER`), whichever thread asks fo
 A server's environment is an allow-list (`server_env`): locale, paths, thread and accelerator settings,
 model caches. Nothing else of ours reaches it (no API keys, tokens, connection strings), and nothing
 secret-looking even where a prefix is allowed.
+
+Each server requires a key of its own, made when it starts (`secrets`), handed to it in its environment
+(`key_env`) and kept in its state file (readable by its user only). Binding 127.0.0.1 keeps other machines
+out, not the web pages in the user's browser: without a key, any page could POST completions to it, and
+one that rebinds its DNS name to 127.0.0.1 could read the answers or (vLLM) load adapters. Our clients
+find the key by the server's URL (`server_key`: this process's servers, then the state files);
+`recreate model key` prints it for other clients.
 """
 
 from __future__ import annotations
@@ -19,12 +26,14 @@ import ctypes
 import errno
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import httpx
@@ -34,6 +43,7 @@ from recreate.local.embedded import LocalModelArgumentError, LocalModelError
 from recreate.pools import ThreadPool
 
 PR_SET_PDEATHSIG = 1
+KEY_ENV = "RECREATE_SERVER_KEY"  # how our llama.cpp process gets its key (vLLM reads VLLM_API_KEY)
 LOG_TAIL_LINES = 15
 # what a model server may inherit from us
 ENV_NAMES = frozenset(
@@ -59,6 +69,11 @@ class ServerInfo:
     tool_calls: bool  # does the served chat template support tool calls? (else: text actions)
     started: float = field(default_factory=time.time)
     adapters: list[str] = field(default_factory=list)  # LoRA adapters loaded, in order (policy versions)
+    api_key: str = field(default="", repr=False)  # the key it requires: state file only, never shown
+
+    def public(self) -> dict[str, Any]:
+        """What may be shown (status, logs): all but the key."""
+        return {k: v for k, v in asdict(self).items() if k != "api_key"}
 
     @property
     def port(self) -> int:
@@ -109,11 +124,62 @@ def is_alive(pid: int) -> bool:
         return True
 
 
-def healthy(base_url: str, timeout: float = 2.0) -> bool:
+def healthy(base_url: str, timeout: float = 2.0, *, key: str | None = None) -> bool:
+    """Does the server list its models? `key`: the server's own (default: found by its URL)."""
+    headers = {"Authorization": f"Bearer {key}"} if key else auth_headers(base_url)
     try:
-        return httpx.get(f"{base_url}/models", timeout=timeout).status_code == 200
+        reply = httpx.get(f"{base_url}/models", headers=headers, timeout=timeout)
     except httpx.HTTPError:
         return False
+    return reply.status_code == 200
+
+
+_KEYS: dict[int, str] = {}  # port -> key of the servers this process started (on loopback)
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _loopback_port(base_url: str) -> int | None:
+    url = urlparse(base_url)
+    if url.scheme != "http" or (url.hostname or "").lower() not in LOOPBACK:
+        return None
+    try:
+        return url.port or 80
+    except ValueError:
+        return None
+
+
+def server_key(base_url: str, home: Path | None = None) -> str | None:
+    """The key of the local server at `base_url` (one this process started, else one whose state file
+    is under `home`, default RECREATE_HOME); None for any other endpoint."""
+    port = _loopback_port(base_url)
+    if port is None:
+        return None
+    if port in _KEYS:
+        return _KEYS[port]
+    if home is None:
+        from recreate.config import ConfigError, load_settings
+
+        try:
+            home = load_settings().home
+        except ConfigError:
+            return None
+    return next((s.api_key for s in running_servers(home) if s.port == port and s.api_key), None)
+
+
+def remember_key(info: ServerInfo) -> None:
+    """Use `info`'s key for its port in this process (a server found running, started elsewhere)."""
+    if info.api_key and _loopback_port(info.base_url) is not None:
+        _KEYS[info.port] = info.api_key
+
+
+def endpoint_key(base_url: str) -> str | None:
+    """The key to send to `base_url`: a local server's own, else OPENAI_API_KEY (as the clients do)."""
+    return server_key(base_url) or os.environ.get("OPENAI_API_KEY") or None
+
+
+def auth_headers(base_url: str) -> dict[str, str]:
+    key = endpoint_key(base_url)
+    return {"Authorization": f"Bearer {key}"} if key else {}
 
 
 def running_servers(home: Path) -> list[ServerInfo]:
@@ -178,6 +244,7 @@ class LocalServer:
         detach: bool = False,
         ready_timeout_s: float = 600.0,
         env: dict[str, str] | None = None,
+        key_env: str = KEY_ENV,
     ):
         if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
             raise LocalModelArgumentError(
@@ -185,11 +252,13 @@ class LocalServer:
             )
         self.command, self.home, self.detach = command, Path(home), detach
         self.ready_timeout_s = ready_timeout_s
-        self.extra_env = env or {}
+        key = secrets.token_urlsafe(32)
+        self.extra_env = {**(env or {}), key_env: key}
         log_dir = self.home / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
         log = log_dir / f"model-{engine}-{port}.log"
         self.info = ServerInfo(engine, model, f"http://{host}:{port}/v1", 0, str(log.absolute()), tool_calls)
+        self.info.api_key = key
         self.process: subprocess.Popen[bytes] | None = None
         self.state_file = state_path(self.home, engine, port)
 
@@ -202,6 +271,7 @@ class LocalServer:
                 port=Arg("port"),
             )
         owner = os.getpid()
+        _KEYS[self.info.port] = self.info.api_key
         with open(self.info.log, "ab") as log:
             self.process = _SPAWNER.submit(
                 subprocess.Popen,
@@ -225,7 +295,10 @@ class LocalServer:
 
     def save(self) -> None:
         tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self.info)), encoding="utf-8")
+        tmp.unlink(missing_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # it holds the server's key
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(json.dumps(asdict(self.info)))
         tmp.replace(self.state_file)
 
     def _wait_ready(self) -> None:
@@ -237,7 +310,7 @@ class LocalServer:
                     f"the {self.info.engine} server exited with code {self.process.returncode} before it was "
                     f"ready; log {self.info.log}:\n{log_tail(self.info.log)}"
                 )
-            if healthy(self.info.base_url, timeout=1.0):
+            if healthy(self.info.base_url, timeout=1.0, key=self.info.api_key):
                 return
             time.sleep(0.25)
         raise LocalModelError(
@@ -247,6 +320,8 @@ class LocalServer:
 
     def stop(self, grace_s: float = 5.0) -> None:
         self.state_file.unlink(missing_ok=True)
+        if _KEYS.get(self.info.port) == self.info.api_key:
+            del _KEYS[self.info.port]
         if self.process is None or self.process.poll() is not None:
             return
         stop_process(self.process.pid, grace_s)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
+from recreate.local.server import auth_headers
 from recreate.local.vllm_env import VLLMEnvError, setup_vllm_env, vllm_python
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ DEFAULT_MAX_MODEL_LEN = 4096
 # On CPU, vLLM sizes its KV cache from this fraction; its default (0.9) fails on a shared machine
 CPU_MEMORY_UTILIZATION = 0.2
 RUNTIME_LORA_ENV = {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
+KEY_ENV = "VLLM_API_KEY"  # the key its /v1 routes require (LocalServer makes one per start)
 REQUEST_TIMEOUT_S = 120.0  # loading an adapter reads its weights
 VLLM_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 # vLLM accepts only these values for --max-lora-rank; an adapter of rank r needs the next one up.
@@ -171,7 +173,7 @@ def _root(base_url: str) -> str:
 def _post(base_url: str, route: str, body: dict[str, Any], what: str) -> None:
     url = f"{_root(base_url)}/v1/{route}"
     try:
-        response = httpx.post(url, json=body, timeout=REQUEST_TIMEOUT_S)
+        response = httpx.post(url, json=body, headers=auth_headers(base_url), timeout=REQUEST_TIMEOUT_S)
     except httpx.HTTPError as exc:
         raise VLLMError(
             f"{what}: no vLLM server answers at {base_url} ({type(exc).__name__}: {exc})"
@@ -231,7 +233,8 @@ class ServedModel:
 def _models(base_url: str, timeout_s: float = 5.0) -> list[dict[str, Any]] | None:
     """GET /v1/models; None when the endpoint does not answer it."""
     try:
-        response = httpx.get(f"{base_url.rstrip('/')}/models", timeout=timeout_s)
+        url = f"{base_url.rstrip('/')}/models"
+        response = httpx.get(url, headers=auth_headers(base_url), timeout=timeout_s)
         response.raise_for_status()
         data = response.json().get("data")
     except (httpx.HTTPError, ValueError, AttributeError):

@@ -24,6 +24,7 @@ import httpx
 from recreate.config import load_settings
 from recreate.errors import Arg, ArgumentError
 from recreate.local import LOCAL_SPEC
+from recreate.local.server import auth_headers
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -54,7 +55,8 @@ def agent_model_spec(spec: str | None, base_url: str | None) -> str:
         return spec
     if base_url:
         try:
-            served = httpx.get(f"{base_url.rstrip('/')}/models", timeout=5).json()["data"]
+            url = f"{base_url.rstrip('/')}/models"
+            served = httpx.get(url, headers=auth_headers(base_url), timeout=5).json()["data"]
             return served[0]["id"]
         except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
             raise EndpointMissing(

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from recreate.finetune.policy import ServedPolicy
+from recreate.local.server import auth_headers
 from recreate.runs import BrokenRun
 
 pytestmark = pytest.mark.slow
@@ -39,7 +40,9 @@ def _served_logprobs(info) -> tuple[list[int], list[float]]:
 
     body = {"model": info.model, "messages": MESSAGES, "max_tokens": 12, "logprobs": True, "seed": 1,
             "temperature": 0.7, **BEHAVIOUR_SAMPLING}  # fmt: skip
-    content = httpx.post(f"{info.base_url}/chat/completions", json=body, timeout=120).json()
+    content = httpx.post(
+        f"{info.base_url}/chat/completions", json=body, headers=auth_headers(info.base_url), timeout=120
+    ).json()
     entries = content["choices"][0]["logprobs"]["content"]
     return [e["id"] for e in entries], [float(torch.tensor(e["prob"]).log()) for e in entries]
 

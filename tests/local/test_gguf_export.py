@@ -10,6 +10,7 @@ import pytest
 
 from recreate.local import LocalModelError
 from recreate.local.gguf_export import _interleave_rotary, hf_name
+from recreate.local.server import auth_headers
 
 pytestmark = pytest.mark.slow
 
@@ -53,7 +54,9 @@ def test_an_exported_model_serves_the_trainers_log_probs(local_extra, hf_model, 
     ) as info:
         body = {"model": "exported", "messages": messages, "max_tokens": 24, "logprobs": True, "seed": 3,
                 "temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}  # fmt: skip
-        content = httpx.post(f"{info.base_url}/chat/completions", json=body, timeout=120).json()
+        content = httpx.post(
+            f"{info.base_url}/chat/completions", json=body, headers=auth_headers(info.base_url), timeout=120
+        ).json()
     logged = content["choices"][0]["logprobs"]["content"]
     ids, served = [e["id"] for e in logged], [e["logprob"] for e in logged]
     tokenizer = AutoTokenizer.from_pretrained(hf_model)

@@ -15,14 +15,16 @@ import httpx
 import pytest
 
 from recreate.local import LocalModelError, find_server, local_endpoint, start_server
-from recreate.local.server import LocalServer, is_alive, running_servers
+from recreate.local.server import LocalServer, auth_headers, is_alive, running_servers
 
 pytestmark = pytest.mark.slow
 
 
 def _chat(base_url: str, model: str, text: str, **extra) -> dict:
     body = {"model": model, "messages": [{"role": "user", "content": text}], "max_tokens": 12, **extra}
-    return httpx.post(f"{base_url}/chat/completions", json=body, timeout=60).json()
+    return httpx.post(
+        f"{base_url}/chat/completions", json=body, headers=auth_headers(base_url), timeout=60
+    ).json()
 
 
 def test_embedded_server_answers_with_token_ids_and_logprobs(embedded_server):

@@ -1,12 +1,14 @@
 """What a local model server gets from us and who can read it: an allow-listed environment (a real child
 dumps its own), a lifetime tied to the owning process (not to the thread that started it), and CORS
-answers that never name a foreign page's origin (the real llama.cpp server, real requests)."""
+answers that never name a foreign page's origin (the real llama.cpp server, real requests); a key of its own
+that only our clients find (a web page that reaches 127.0.0.1 is refused)."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import textwrap
@@ -16,7 +18,17 @@ from pathlib import Path
 import httpx
 import pytest
 
-from recreate.local.server import LocalServer, free_port, is_alive
+from recreate.local.server import (
+    KEY_ENV,
+    LocalServer,
+    auth_headers,
+    free_port,
+    healthy,
+    is_alive,
+    running_servers,
+    server_key,
+    state_path,
+)
 
 # a stand-in server: writes its environment to a file, answers /v1/models
 FAKE_SERVER = textwrap.dedent("""
@@ -102,3 +114,158 @@ def test_llamacpp_cors_never_names_a_foreign_origin(embedded_server):
             allowed = reply.headers.get("access-control-allow-origin")
             assert allowed in (None, own), (origin, allowed)
             assert reply.headers.get("access-control-allow-credentials") != "true"
+
+
+# a stand-in that, like vLLM with VLLM_API_KEY, answers its /v1 routes only with the key it was given
+KEYED_SERVER = textwrap.dedent("""
+    import json, os, sys
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+    KEY = os.environ[sys.argv[2]]
+    class Keyed(BaseHTTPRequestHandler):
+        def _answer(self, body):
+            ok = self.headers.get("Authorization") == "Bearer " + KEY
+            data = json.dumps(body if ok else {"error": "Unauthorized"}).encode()
+            self.send_response(200 if ok else 401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        def do_GET(self):
+            self._answer({"object": "list", "data": [{"id": "m", "object": "model", "owned_by": "vllm"}]})
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self._answer({
+                "id": "c", "object": "chat.completion", "created": 0, "model": "m",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": "hello"}}],
+            })
+        def log_message(self, *args):
+            pass
+    HTTPServer(("127.0.0.1", int(sys.argv[1])), Keyed).serve_forever()
+""")
+
+
+def _keyed(home: Path, key_env: str = KEY_ENV) -> LocalServer:
+    port = free_port()
+    command = [sys.executable, "-c", KEYED_SERVER, str(port), key_env]
+    return LocalServer(
+        command, engine="fake", model="m", port=port, home=home, tool_calls=False, key_env=key_env
+    )
+
+
+def test_each_server_gets_a_key_of_its_own_in_place_of_any_of_ours(tmp_path, monkeypatch):
+    monkeypatch.setenv("VLLM_API_KEY", "the-users-own")
+    keys = []
+    for key_env in ("VLLM_API_KEY", KEY_ENV):
+        dump = tmp_path / f"{key_env}.json"
+        with _fake(tmp_path, dump, key_env=key_env) as info:
+            keys.append(info.api_key)
+            assert json.loads(dump.read_text())[key_env] == info.api_key
+    assert keys[0] != keys[1] and "the-users-own" not in keys and min(map(len, keys)) >= 32
+
+
+def test_our_clients_find_the_key_and_nobody_else_is_answered(tmp_path, monkeypatch):
+    from recreate.local.vllm import load_adapter, served_model
+    from recreate.models import make_chat_model
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-a-hosted-key")  # never what a local server is sent
+    with _keyed(tmp_path, "VLLM_API_KEY") as info:
+        assert httpx.get(f"{info.base_url}/models", timeout=10).status_code == 401
+        evil = {"Host": "evil.example", "Content-Type": "text/plain"}  # a rebinding page's simple request
+        assert httpx.post(f"{info.base_url}/chat/completions", headers=evil, content="{}").status_code == 401
+        assert healthy(info.base_url)
+        chat = make_chat_model(info.spec, max_retries=0)
+        assert chat.invoke("hi").content == "hello"
+        assert served_model(chat) is not None  # vLLM recognized: it answered the listing with the key
+        adapter = tmp_path / "adapter"
+        adapter.mkdir()
+        (adapter / "adapter_config.json").write_text(json.dumps({"r": 8}))
+        assert load_adapter(info.base_url, "policy-1", adapter) == "policy-1"
+        assert "localhost" in (local := info.base_url.replace("127.0.0.1", "localhost"))
+        assert server_key(local) == info.api_key
+
+
+def test_another_process_finds_the_key_in_the_state_file_only_its_user_can_read(tmp_path):
+    with _keyed(tmp_path) as info:
+        state = state_path(tmp_path, "fake", info.port)
+        assert stat.S_IMODE(state.stat().st_mode) == 0o600
+        assert info.api_key not in repr(info) and "api_key" not in info.public()
+        probe = "import sys; from recreate.local.server import server_key; print(server_key(sys.argv[1]))"
+
+        def found(home: Path) -> str:
+            env = {**os.environ, "RECREATE_HOME": str(home)}
+            done = subprocess.run(
+                [sys.executable, "-c", probe, info.base_url],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            return done.stdout.strip()
+
+        assert found(tmp_path) == info.api_key
+        assert found(tmp_path / "another-home") == "None"
+    assert server_key(info.base_url) is None  # stopped: forgotten
+
+
+def test_keys_go_only_to_the_servers_they_belong_to(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    for url in ("http://127.0.0.1:1/v1", "https://api.example.com/v1", "http://10.0.0.2:8000/v1"):
+        assert server_key(url) is None and auth_headers(url) == {}
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
+    assert auth_headers("https://api.example.com/v1") == {"Authorization": "Bearer sk-x"}
+
+
+def test_model_status_hides_the_key_and_model_key_prints_it(tmp_path):
+    from typer.testing import CliRunner
+
+    from recreate.local.cli import app
+
+    runner = CliRunner()
+    assert runner.invoke(app, ["key", "--home", str(tmp_path)]).exit_code == 2  # none runs
+    with _keyed(tmp_path) as info:
+        status = runner.invoke(app, ["status", "--home", str(tmp_path), "--json"])
+        assert status.exit_code == 0 and info.api_key not in status.output
+        assert json.loads(status.output)[0]["answers"] is True  # asked with the key
+        key = runner.invoke(app, ["key", "--home", str(tmp_path), "--port", str(info.port)])
+        assert key.exit_code == 0 and key.output.strip() == info.api_key
+        other = runner.invoke(app, ["key", "--home", str(tmp_path), "--port", str(free_port())])
+        assert other.exit_code == 2 and "--port" in other.output
+
+
+@pytest.mark.slow
+def test_llamacpp_answers_only_requests_that_carry_its_key(embedded_server):
+    _, info = embedded_server
+    root = info.base_url.removesuffix("/v1")
+    body = {"model": info.model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Host": "evil.example"}):
+        assert httpx.post(f"{info.base_url}/chat/completions", json=body, headers=headers).status_code == 401
+        assert httpx.post(f"{root}/completion", json={"prompt": "hi"}, headers=headers).status_code == 401
+    assert httpx.get(f"{root}/slots").status_code == 401
+    own = httpx.post(f"{info.base_url}/chat/completions", json=body, headers=auth_headers(info.base_url))
+    assert own.status_code == 200
+
+
+def test_a_server_another_process_started_is_reached_once_found_in_its_home(tmp_path, monkeypatch):
+    from recreate.local import find_server
+    from recreate.local.server import stop_server
+    from recreate.models import make_chat_model
+
+    monkeypatch.delenv("RECREATE_HOME", raising=False)  # the state file is not under the default home
+    start = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from recreate.local.server import LocalServer, free_port
+        port = free_port()
+        command = [sys.executable, "-c", {KEYED_SERVER!r}, str(port), "{KEY_ENV}"]
+        LocalServer(command, engine="fake", model="m", port=port, home=Path(sys.argv[1]), tool_calls=False,
+                    detach=True).start()
+    """)
+    subprocess.run([sys.executable, "-c", start, str(tmp_path)], check=True, timeout=120)
+    (info,) = running_servers(tmp_path)
+    try:
+        assert server_key(info.base_url) is None  # nothing tells this process yet
+        assert find_server(tmp_path) == info
+        assert make_chat_model(info.spec, max_retries=0).invoke("hi").content == "hello"
+    finally:
+        stop_server(tmp_path, info)
