@@ -15,7 +15,9 @@ resume. The model calls of a try whose worker died are still in the ledger (the 
 Workers build the agent from the runner's inputs (scaffold, domain, model spec, sandbox, agent options)
 and read their settings and API keys from their own environment: the local cluster's workers inherit the
 driver's; a cluster's nodes need them set where `ray start` runs. No key travels in a task's arguments or
-a runtime_env, so none lands in Ray's logs.
+a runtime_env, so none lands in Ray's logs. A local model server's key is in its state file: the local
+cluster's workers look in the homes the driver named when it started or found its servers
+(`recreate.local.server.note_home`), whatever their own RECREATE_HOME.
 
 A cluster whose head runs with token authentication (`ray start` turns it on with RAY_AUTH_MODE=token,
 or by itself when it finds a token: RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token) admits a

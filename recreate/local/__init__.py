@@ -83,7 +83,7 @@ def find_server(home: Path, engine: str | None = None, model: str | None = None)
         if engine not in (None, info.engine) or model not in (None, info.model):
             continue
         if healthy(info.base_url, key=info.api_key):
-            remember_key(info)  # our clients in this process find it whatever home they were given
+            remember_key(info, home)  # our clients find it whatever home they were given
             return info
     return None
 

@@ -44,6 +44,7 @@ from recreate.pools import ThreadPool
 
 PR_SET_PDEATHSIG = 1
 KEY_ENV = "RECREATE_SERVER_KEY"  # how our llama.cpp process gets its key (vLLM reads VLLM_API_KEY)
+HOMES_ENV = "RECREATE_SERVER_HOMES"  # homes of our servers, for the processes we start (a path, no key)
 LOG_TAIL_LINES = 15
 # what a model server may inherit from us
 ENV_NAMES = frozenset(
@@ -149,27 +150,46 @@ def _loopback_port(base_url: str) -> int | None:
 
 
 def server_key(base_url: str, home: Path | None = None) -> str | None:
-    """The key of the local server at `base_url` (one this process started, else one whose state file
-    is under `home`, default RECREATE_HOME); None for any other endpoint."""
+    """The key of the local server at `base_url`: one this process started or found, else one whose
+    state file is under `home` (default: RECREATE_HOME and the homes in RECREATE_SERVER_HOMES); None for
+    any other endpoint."""
     port = _loopback_port(base_url)
     if port is None:
         return None
     if port in _KEYS:
         return _KEYS[port]
-    if home is None:
-        from recreate.config import ConfigError, load_settings
-
-        try:
-            home = load_settings().home
-        except ConfigError:
-            return None
-    return next((s.api_key for s in running_servers(home) if s.port == port and s.api_key), None)
+    for folder in [home] if home is not None else _homes():
+        found = [s.api_key for s in running_servers(folder) if s.port == port and s.api_key]
+        if found:
+            return found[0]
+    return None
 
 
-def remember_key(info: ServerInfo) -> None:
-    """Use `info`'s key for its port in this process (a server found running, started elsewhere)."""
+def _homes() -> list[Path]:
+    from recreate.config import ConfigError, load_settings
+
+    listed = [Path(p) for p in os.environ.get(HOMES_ENV, "").split(os.pathsep) if p]
+    try:
+        return [load_settings().home, *listed]
+    except ConfigError:
+        return listed
+
+
+def note_home(home: Path) -> None:
+    """Name `home` (where a server of ours keeps its state file) to the processes we start from now on:
+    a local Ray's workers build their chat models there and find the key by it."""
+    listed = [p for p in os.environ.get(HOMES_ENV, "").split(os.pathsep) if p]
+    path = str(Path(home).absolute())
+    if path not in listed:
+        os.environ[HOMES_ENV] = os.pathsep.join([*listed, path])
+
+
+def remember_key(info: ServerInfo, home: Path) -> None:
+    """Use `info`'s key for its port (a server found running in `home`, started elsewhere): in this
+    process, and in those it starts from now on (by the home)."""
     if info.api_key and _loopback_port(info.base_url) is not None:
         _KEYS[info.port] = info.api_key
+        note_home(home)
 
 
 def endpoint_key(base_url: str) -> str | None:
@@ -272,6 +292,7 @@ class LocalServer:
             )
         owner = os.getpid()
         _KEYS[self.info.port] = self.info.api_key
+        note_home(self.home)
         with open(self.info.log, "ab") as log:
             self.process = _SPAWNER.submit(
                 subprocess.Popen,

@@ -120,6 +120,57 @@ print("errors:", errors, "initialized:", ray.is_initialized())
 """
 
 
+_LOCAL_SERVER_FROM_A_WORKER = """
+import sys
+from pathlib import Path
+
+import ray
+
+from recreate.evaluation.ray_executor import RayExecutor
+from recreate.local.server import LocalServer, free_port
+
+port = free_port()
+command = [sys.executable, "-c", sys.argv[2], str(port), "RECREATE_SERVER_KEY"]
+server = LocalServer(command, engine="fake", model="m", port=port, home=Path(sys.argv[1]), tool_calls=False)
+info = server.start()
+RayExecutor(num_cpus=1).connect()
+
+
+@ray.remote
+def ask(spec):
+    from recreate.models import make_chat_model
+
+    return make_chat_model(spec, max_retries=0).invoke("hi").content
+
+
+try:
+    print("answer:", ray.get(ask.remote(info.spec), timeout=120))
+finally:
+    server.stop()
+    ray.shutdown()
+"""
+
+
+@needs_ray
+def test_a_local_ray_worker_reaches_a_local_server_of_a_home_given_only_to_the_driver(tmp_path: Path) -> None:
+    """`optimize(home=...)` with a local model on a local Ray: the workers' own home (RECREATE_HOME) is
+    elsewhere, yet they find the server's key (the driver names its home to the processes it starts)."""
+    import subprocess
+
+    from tests.local.test_server_isolation import KEYED_SERVER
+
+    env = {**os.environ, "HOME": str(tmp_path), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
+    env["RECREATE_HOME"] = str(tmp_path / "the-workers-home")
+    env.pop("RAY_AUTH_TOKEN", None)
+    env.pop("RECREATE_SERVER_HOMES", None)
+    home = tmp_path / "the-drivers-home"
+    done = subprocess.run(
+        [sys.executable, "-c", _LOCAL_SERVER_FROM_A_WORKER, str(home), KEYED_SERVER],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert "answer: hello" in done.stdout, done.stdout + done.stderr[-2000:]
+
+
 @needs_ray
 def test_two_executors_connecting_at_once_share_one_ray(tmp_path: Path) -> None:
     import subprocess

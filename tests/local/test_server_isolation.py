@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from recreate.local.server import (
+    HOMES_ENV,
     KEY_ENV,
     LocalServer,
     auth_headers,
@@ -192,8 +193,9 @@ def test_another_process_finds_the_key_in_the_state_file_only_its_user_can_read(
         assert info.api_key not in repr(info) and "api_key" not in info.public()
         probe = "import sys; from recreate.local.server import server_key; print(server_key(sys.argv[1]))"
 
-        def found(home: Path) -> str:
-            env = {**os.environ, "RECREATE_HOME": str(home)}
+        def found(home: Path, **more: str) -> str:
+            env = {k: v for k, v in os.environ.items() if k != HOMES_ENV}
+            env |= {"RECREATE_HOME": str(home), **more}
             done = subprocess.run(
                 [sys.executable, "-c", probe, info.base_url],
                 env=env,
@@ -205,6 +207,9 @@ def test_another_process_finds_the_key_in_the_state_file_only_its_user_can_read(
 
         assert found(tmp_path) == info.api_key
         assert found(tmp_path / "another-home") == "None"
+        # a process this one starts from now on is told the home (a path, not the key)
+        assert os.environ[HOMES_ENV] and info.api_key not in os.environ[HOMES_ENV]
+        assert found(tmp_path / "another-home", **{HOMES_ENV: os.environ[HOMES_ENV]}) == info.api_key
     assert server_key(info.base_url) is None  # stopped: forgotten
 
 
