@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from recreate import __version__
-from recreate.cli_options import apply_conventions, common_flags
+from recreate.cli_options import apply_conventions, common_flags, dotenv_warnings_once
 from recreate.errors import one_line
 
 app = typer.Typer(help="Create and improve domain agents from their own experience.", no_args_is_help=True)
@@ -79,6 +79,7 @@ def main() -> None:
     # a warning is said once, in one line (not with the source line that raised it)
     warnings.formatwarning = _one_line_warning  # type: ignore[assignment]
     warnings.filterwarnings("once", category=UserWarning)
+    dotenv_warnings_once()
     try:
         # returns the exit code of a typer.Exit instead of raising
         code = command()(standalone_mode=False, prog_name="recreate")

@@ -64,7 +64,15 @@ def _undo_at_end(ctx: click.Context, undo: Callable[[], None]) -> None:
 
 
 def sandbox_option(help: str = SANDBOX_HELP) -> Any:
-    return typer.Option(None, "--sandbox", help=help, show_default=False)
+    return typer.Option(None, "--sandbox", help=help, show_default=False, callback=_known_sandbox)
+
+
+def _known_sandbox(value: str | None) -> str | None:
+    from recreate.sandbox import BACKENDS
+
+    if value is not None and value not in BACKENDS:
+        raise typer.BadParameter(f"unknown sandbox backend {value!r}; one of {', '.join(BACKENDS)}")
+    return value
 
 
 def executor_option() -> Any:
@@ -219,3 +227,26 @@ def _walk(command: Any) -> Iterator[Any]:
     yield command
     for sub in getattr(command, "commands", {}).values():
         yield from _walk(sub)
+
+
+class _Once(logging.Filter):
+    """Lets each distinct message through once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message in self.seen:
+            return False
+        self.seen.add(message)
+        return True
+
+
+def dotenv_warnings_once() -> None:
+    """Libraries a command imports read `.env` with settings classes of their own (chromadb's, ...), and
+    python-dotenv warns about a line it cannot parse at every read: 7 times a command. Once is enough."""
+    logger = logging.getLogger("dotenv.main")
+    if not any(isinstance(f, _Once) for f in logger.filters):
+        logger.addFilter(_Once())

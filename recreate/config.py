@@ -31,6 +31,7 @@ BASE_URL_ENV = "OPENAI_BASE_URL"  # the endpoint's one exception: the name the o
 _SECRET_WORDS = ("key", "token", "secret", "password")
 _FILE_VALUES: ContextVar[dict[str, Any] | None] = ContextVar("recreate_config_file_values", default=None)
 Embedding = Literal["minilm", "hash"]  # "minilm" (semantic, offline) or "hash" (fast, no semantics)
+SandboxName = Literal["bwrap", "docker", "local"]  # recreate.sandbox.BACKENDS
 
 
 class Settings(BaseSettings):
@@ -42,7 +43,7 @@ class Settings(BaseSettings):
     model: str | None = None  # agent model spec
     optimizer_model: str | None = None
     base_url: str | None = Field(None, validation_alias=BASE_URL_ENV)  # OpenAI-compatible endpoint
-    sandbox: str = "bwrap"
+    sandbox: SandboxName = "bwrap"
     chroma_url: str | None = None  # Chroma server; None = embedded PersistentClient
     embedding: Embedding = "minilm"
     prices: dict[str, Any] = {}  # model -> {input, output} or [in, out(, cached)] $/1M tok (models.py checks)

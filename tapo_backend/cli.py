@@ -11,7 +11,7 @@ import typer
 import yaml
 from rich.table import Table
 
-from recreate.cli_options import apply_conventions, common_flags
+from recreate.cli_options import apply_conventions, common_flags, dotenv_warnings_once
 from recreate.console import make_console
 
 app = typer.Typer(help="Fine-tune a model from logged agent trajectories (TAPO).", no_args_is_help=True)
@@ -247,6 +247,7 @@ def serve(
 
 
 def main() -> None:
+    dotenv_warnings_once()
     try:
         apply_conventions(typer.main.get_command(app), common_flags(_state))(
             standalone_mode=False, prog_name="tapo"
@@ -257,11 +258,12 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as exc:  # user-facing errors: one line, exit 2
-        from click.exceptions import Abort, ClickException
+        from click.exceptions import Abort
 
-        if isinstance(exc, ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
+        format_message = getattr(exc, "format_message", None)
+        if callable(format_message):  # a usage error (typer's own or click's): "Invalid value for '--x': ..."
+            typer.echo(f"error: {' '.join(str(format_message()).split())}", err=True)
+            sys.exit(getattr(exc, "exit_code", 2))
         if isinstance(exc, Abort):
             sys.exit(1)
         if _state["debug"]:

@@ -50,10 +50,17 @@ def options(cmd):
     return [p for p in cmd.params if p.param_type_name == "option" and not p.hidden]
 
 
-def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
     full = {**os.environ, "COLUMNS": "200", **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "recreate", *args], capture_output=True, text=True, timeout=120, env=full
+        [sys.executable, "-m", "recreate", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=full,
+        cwd=cwd,
     )
 
 
@@ -120,6 +127,18 @@ def test_every_float_option_refuses_nan_and_inf():
     assert "'--min-improvement': nan is not a finite number" in done.stderr
 
 
+def test_every_sandbox_option_refuses_an_unknown_backend_before_anything_runs():
+    """`evolve --dry-run --sandbox nonsense` printed a plan and exited 0."""
+    found = [(cmd, p) for _, cmd in leaves() for p in options(cmd) if "--sandbox" in p.opts]
+    assert len(found) >= 4
+    for cmd, param in found:
+        with pytest.raises(typer.BadParameter, match="unknown sandbox backend 'nonsense'; one of bwrap"):
+            param.process_value(typer.Context(cmd), "nonsense")
+        assert param.process_value(typer.Context(cmd), "local") == "local"
+    done = run("evolve", "--seed", "s", "--domain", "math", "--data", "d", "--dry-run", "--sandbox", "bad")
+    assert done.returncode == 2 and "'--sandbox': unknown sandbox backend 'bad'" in done.stderr
+
+
 @pytest.mark.parametrize(
     ("path", "refused", "accepted"),
     [
@@ -137,6 +156,13 @@ def test_a_port_is_one_the_system_can_bind(path, refused, accepted):
             port.process_value(typer.Context(cmd), value)
     for value in accepted:
         assert port.process_value(typer.Context(cmd), value) == int(value)
+
+
+def test_a_dotenv_line_nobody_can_parse_is_said_once(tmp_path):
+    """Every library settings class that reads .env said it again: 7 lines a command."""
+    (tmp_path / ".env").write_text('GOOD=1\nthis is not = = valid "\n')
+    done = run("experience", "ls", "--home", str(tmp_path / "home"), cwd=tmp_path)
+    assert done.stderr.count("python-dotenv could not parse statement starting at line 2") == 1, done.stderr
 
 
 def test_old_spellings_still_work_with_a_notice():

@@ -115,6 +115,7 @@ def test_a_bad_value_that_looks_like_a_key_is_not_echoed(monkeypatch, tmp_path):
     ("variable", "value", "said"),
     [
         ("RECREATE_EMBEDDING", "nosuch", "'minilm' or 'hash'"),  # was taken: the index then missed runs
+        ("RECREATE_SANDBOX", "nonsense", "'bwrap', 'docker' or 'local'"),  # was said after a server started
         ("RECREATE_MAX_RETRIES", "-4", "greater than or equal to 0"),  # was a pydantic wall at the first call
         ("RECREATE_REQUEST_TIMEOUT_S", "0", "greater than 0"),
         ("RECREATE_REQUEST_TIMEOUT_S", "-1", "greater than 0"),
@@ -134,6 +135,15 @@ def test_a_setting_out_of_range_is_refused_at_load_naming_the_variable(
         f"setting {variable.removeprefix('RECREATE_').lower()} from environment variable "
     )
     assert variable in message and said in message and f"(got '{value}')" in message and "\n" not in message
+
+
+def test_the_sandboxes_a_setting_accepts_are_the_backends() -> None:
+    import typing
+
+    from recreate.config import Settings
+    from recreate.sandbox import BACKENDS
+
+    assert typing.get_args(Settings.model_fields["sandbox"].annotation) == BACKENDS
 
 
 def test_the_embeddings_a_setting_accepts_are_the_ones_the_store_makes(monkeypatch, tmp_path):

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from recreate.cli_options import emit_json, home_option, json_option
+from recreate.cli_options import emit_json, home_option, json_option, sandbox_option
 from recreate.console import make_console
 from recreate.sandbox import get_sandbox
 from recreate.scaffold.errors import ScaffoldValidationError
@@ -54,9 +54,7 @@ def _report_problems(exc: ScaffoldValidationError) -> None:
 @app.command()
 def validate(
     source: str = typer.Argument(..., help="A scaffold directory or a stored ref (name@v3)."),
-    sandbox: str | None = typer.Option(
-        None, "--sandbox", help="Also run tool smoke tests: bwrap, local, docker."
-    ),
+    sandbox: str | None = sandbox_option("Also run tool smoke tests: bwrap, local, docker."),
     store: Path | None = StoreOption,
     home: Path | None = HomeOption,
 ) -> None:
@@ -135,7 +133,7 @@ def commit(
 def apply(
     ref: str = typer.Argument(..., help="The stored version to edit (name, name@v3)."),
     ops_file: str = typer.Argument(..., help="JSON file with edit ops ('-' reads stdin)."),
-    sandbox: str | None = typer.Option(None, "--sandbox", help="Run tool smoke tests in this backend."),
+    sandbox: str | None = sandbox_option("Run tool smoke tests in this backend."),
     message: str = typer.Option("", "--message", "-m", help="Why this version (kept in its lineage)."),
     store: Path | None = StoreOption,
     home: Path | None = HomeOption,

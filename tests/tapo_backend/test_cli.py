@@ -85,6 +85,20 @@ def test_bad_input_is_one_line_and_exit_2(
     assert err.startswith("error: ") and message in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--iterations", "0", "--online"], "Invalid value for '--iterations': Input should be greater"),
+        (["--nope"], "No such option: --nope"),
+        (["--max-steps", "many"], "Invalid value for '--max-steps'"),
+    ],
+)
+def test_a_usage_error_names_the_option_in_one_line(monkeypatch, capsys, args, message) -> None:
+    """A range error said "Input should be greater than or equal to 1" without naming the option."""
+    code, _, err = run_tapo(monkeypatch, capsys, "train", *args)
+    assert code == 2 and err.startswith("error: ") and message in err and err.count("\n") == 1
+
+
 def test_no_usable_trajectories_is_exit_2(
     monkeypatch, capsys, recreate_home, tiny_model_dir, tmp_path
 ) -> None:
