@@ -149,6 +149,10 @@ def _loopback_port(base_url: str) -> int | None:
         return None
 
 
+def is_loopback(base_url: str) -> bool:
+    return _loopback_port(base_url) is not None
+
+
 def server_key(base_url: str, home: Path | None = None) -> str | None:
     """The key of the local server at `base_url`: one this process started or found, else one whose
     state file is under `home` (default: RECREATE_HOME and the homes in RECREATE_SERVER_HOMES); None for

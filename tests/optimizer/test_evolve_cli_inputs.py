@@ -234,6 +234,7 @@ def test_a_refused_key_is_one_line_before_any_call(monkeypatch, capsys, recreate
     finally:
         server.shutdown()
     assert code == 2 and "refused the key (HTTP 401); check OPENAI_API_KEY" in one_line(err)
+    assert "recreate model key --home HOME" in one_line(err)  # on 127.0.0.1: perhaps ours, of another home
 
 
 @pytest.mark.parametrize(
