@@ -86,6 +86,11 @@ class TaskFileDomain:
         self._tasks = [task for path in jsonl_files(data) for task in load(path)]
         check_unique_ids(self._tasks, str(data))
         invalid = [task.metadata["invalid"] for task in self._tasks if task.metadata.get("invalid")]
+        if invalid and len(invalid) == len(self._tasks):  # a run would be all errors: say so now
+            raise DomainDataError(
+                f"no task in {data} can be judged by the {self.name} domain (first: {invalid[0]}): "
+                "is it another domain's file? fix the rows or pass the right --domain"
+            )
         if invalid:  # kept (ids and splits stay as the file says) but said now, not at each run's 0
             log.warning(
                 "%d task(s) in %s cannot be judged and score 0 in every run (first: %s); fix or remove them",

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from recreate.domains import get_domain
+from recreate.domains.common import DomainDataError
 from recreate.domains.ds1000.domain import inserts_into_function_body, normalize_solution
 from recreate.domains.selftest import run_selftest
 
@@ -46,6 +47,7 @@ def test_normalize_indents_an_unindented_function_body_only():
 
 
 def _write_problem(path: Path, **overrides) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
     row = {
         "prompt": "p",
         "reference_code": "result = a.sum()",
@@ -58,10 +60,15 @@ def _write_problem(path: Path, **overrides) -> Path:
 
 
 def test_bad_rows_become_tasks_that_score_zero_with_the_reason(tmp_path):
-    data = _write_problem(tmp_path / "bad.jsonl", code_context="no placeholder here")
-    domain = get_domain("ds1000", data=data, env=tmp_path / "env")
-    evaluation = domain.evaluate(domain.tasks()[0], "result = 1", sandbox=None)
+    _write_problem(tmp_path / "data" / "good.jsonl")
+    bad_metadata = {"problem_id": 2, "library": "Numpy", "perturbation_origin_id": 2}
+    _write_problem(tmp_path / "data" / "bad.jsonl", code_context="no placeholder here", metadata=bad_metadata)
+    domain = get_domain("ds1000", data=tmp_path / "data", env=tmp_path / "env")
+    (bad,) = [task for task in domain.tasks() if task.metadata.get("invalid")]
+    evaluation = domain.evaluate(bad, "result = 1", sandbox=None)
     assert evaluation.score == 0.0 and "no [insert] placeholder" in evaluation.feedback
+    with pytest.raises(DomainDataError, match="no task in .* can be judged by the ds1000 domain"):
+        get_domain("ds1000", data=tmp_path / "data" / "bad.jsonl", env=tmp_path / "env")
 
 
 def test_missing_environment_scores_zero_with_the_fix(tmp_path):

@@ -58,6 +58,11 @@ def test_bad_input_is_reported(tmp_path, tasks_file, caplog):
     assert f"2 task(s) in {missing} cannot be judged" in caplog.text
     assert f"(first: {missing}:1: no 'task' text)" in caplog.text
     assert "no 'task' text" in get_domain("jsonl", data=missing).evaluate(task, "x", sandbox=None).feedback
+    # no row can be judged (another domain's file): refused at load, not run as all errors
+    math_rows = tmp_path / "math.jsonl"
+    math_rows.write_text('{"id": "m1", "problem": "What is 2 + 2?", "answer": "4"}\n')
+    with pytest.raises(DomainDataError, match=r"no task in .*math\.jsonl can be judged by the jsonl domain"):
+        get_domain("jsonl", data=math_rows)
 
 
 def test_huge_and_missing_submissions_score_zero(tasks_file):

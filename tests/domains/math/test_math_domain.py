@@ -149,9 +149,10 @@ def test_a_declared_format_the_reference_does_not_fit_makes_the_task_invalid(tmp
     rows = [
         {"id": "a", "problem": "?", "answer": "\\frac{1}{2}", "answer_format": "integer"},
         {"id": "b", "problem": "?", "answer": "2", "answer_format": "roman"},
+        {"id": "c", "problem": "?", "answer": "2"},
     ]
     domain = _domain(tmp_path, rows)
-    first, second = domain.tasks()
+    first, second, _ = domain.tasks()
     assert "is not an integer literal" in first.metadata["invalid"]
     assert "answer_format must be one of integer, number, expression" in second.metadata["invalid"]
     assert "cannot be judged" in domain.evaluate(first, "0.5", BrokenSandbox()).feedback
