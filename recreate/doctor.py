@@ -113,7 +113,7 @@ def check_endpoint(model: str | None, base_url: str | None) -> list[Check]:
     if not base_url and not os.environ.get("OPENAI_API_KEY") and not model:
         return [Check("model endpoint", False, "none configured", _ENDPOINT_FIX)]
     url = (base_url or "https://api.openai.com/v1").rstrip("/")
-    from recreate.local.server import auth_headers
+    from recreate.local.keys import auth_headers
 
     try:
         resp = httpx.get(f"{url}/models", headers=auth_headers(url), timeout=5.0)

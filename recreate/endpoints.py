@@ -64,7 +64,7 @@ def check_endpoint(
                 f"{option} {spec}: OPENAI_API_KEY is not set; export it, or pass another {option}"
             )
         url = "https://api.openai.com/v1"
-    from recreate.local.server import auth_headers, is_loopback, server_key
+    from recreate.local.keys import auth_headers
 
     try:
         reply = httpx.get(f"{url.rstrip('/')}/models", headers=auth_headers(url), timeout=timeout)
@@ -74,16 +74,23 @@ def check_endpoint(
             f"({type(exc).__name__}: {redact(str(exc))}); start the server, or fix {option} / OPENAI_BASE_URL"
         ) from exc
     if reply.status_code in (401, 403):
-        fix = "check OPENAI_API_KEY"
-        if is_loopback(url) and server_key(url) is None:  # e.g. a `recreate model serve` of another home
-            fix += (
-                "; a `recreate model serve` server keeps its key under the home that started it: pass that "
-                "--home, or export OPENAI_API_KEY=$(recreate model key --home HOME)"
-            )
         raise ModelSpecError(
             f"{option} {redact(spec)}: the endpoint {redact(url)} refused the key "
-            f"(HTTP {reply.status_code}); {fix}"
+            f"(HTTP {reply.status_code}); {refused_key_fix(url)}"
         )
+
+
+def refused_key_fix(url: str) -> str:
+    """What to do when `url` refused our key."""
+    from recreate.local.keys import is_loopback, server_key
+
+    fix = "check OPENAI_API_KEY"
+    if is_loopback(url) and server_key(url) is None:  # e.g. a `recreate model serve` of another home
+        fix += (
+            "; a `recreate model serve` server keeps its key under the home that started it: pass that "
+            "--home, or export OPENAI_API_KEY=$(recreate model key --home HOME)"
+        )
+    return fix
 
 
 def endpoint_host(model: Any) -> str | None:

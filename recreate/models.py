@@ -86,7 +86,7 @@ def make_chat_model(
 
         if not urlparse(url).scheme.startswith("http"):
             raise ModelSpecError(f"base_url {redact(url)!r} is not an http(s) URL")
-        from recreate.local.server import endpoint_key
+        from recreate.local.keys import endpoint_key
 
         key = endpoint_key(url) or "EMPTY"  # ours need their own key; others (vLLM, Ollama) accept any
         if logprobs:

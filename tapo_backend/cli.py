@@ -234,14 +234,14 @@ def serve(
     print_only: bool = typer.Option(False, "--print-command", help="Print the vLLM command, start nothing."),
 ) -> None:
     """Serve a trained model with vLLM's OpenAI-compatible server (a separate process)."""
-    from recreate.local.vllm import vllm_command
+    from recreate.local.vllm import guard_env, vllm_command
     from tapo_backend.serve import VLLMServer
 
     command = vllm_command(model, adapter=adapter, host=host, port=port, python=python)
     if print_only:
-        typer.echo(shlex.join(command))
+        typer.echo(shlex.join(["env", *(f"{k}={v}" for k, v in guard_env().items()), *command]))
         return
-    with VLLMServer(command, host=host, port=port) as server:
+    with VLLMServer(command, host=host, port=port, env=guard_env()) as server:
         console.print(f"vLLM ready at {server.base_url} (Ctrl-C stops it)")
         server.wait()
 

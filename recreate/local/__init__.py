@@ -25,12 +25,12 @@ from recreate.local.embedded import (
     embedded_model,
     ensure_hf_model,
 )
+from recreate.local.keys import note_home
 from recreate.local.server import (
     LocalServer,
     ServerInfo,
     free_port,
     healthy,
-    remember_key,
     running_servers,
 )
 
@@ -83,7 +83,7 @@ def find_server(home: Path, engine: str | None = None, model: str | None = None)
         if engine not in (None, info.engine) or model not in (None, info.model):
             continue
         if healthy(info.base_url, key=info.api_key):
-            remember_key(info, home)  # our clients find it whatever home they were given
+            note_home(home)  # our clients (and local Ray workers) find its key whatever home they were given
             return info
     return None
 
@@ -107,19 +107,18 @@ def start_server(
         from recreate.local import llamacpp
 
         command = llamacpp.command(local, port=port, parallel=parallel, ctx_per_slot=ctx_per_slot)
-        tool_calls, env, key_env = False, {}, llamacpp.KEY_ENV
+        tool_calls, env = False, {}
     elif engine == "vllm":
         from recreate.local import vllm
 
         if local.hf_dir is None:
             local = LocalModel(local.name, local.gguf, ensure_hf_model(home))
         command, tool_calls, env = vllm.server_command(home, local, port=port), False, vllm.server_env()
-        key_env = vllm.KEY_ENV
     else:
         raise LocalModelError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
     server = LocalServer(
         command, engine=engine, model=local.name, port=port, home=home, tool_calls=tool_calls,
-        detach=detach, env=env, key_env=key_env,
+        detach=detach, env=env,
     )  # fmt: skip
     server.start()
     return server

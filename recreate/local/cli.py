@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -79,7 +80,8 @@ def serve_command(
     info = server.info
     console.print(f"{info.engine} serving {info.model} at {info.base_url}  (log {info.log})")
     console.print(f"use it with: --model {info.spec}   or   export OPENAI_BASE_URL={info.base_url}")
-    console.print(f"other clients need its key: OPENAI_API_KEY=$(recreate model key --port {info.port})")
+    key = f"recreate model key --home {shlex.quote(str(root.absolute()))} --port {info.port}"
+    console.print(f"other clients need its key: OPENAI_API_KEY=$({key})")
     if detach:
         return
     try:
@@ -129,7 +131,8 @@ def key_command(
         raise typer.BadParameter(
             f"{len(servers)} local servers {where}{': ' + found if found else ''}; pass --port of one"
             if servers
-            else f"no local model server {where} (start one with `recreate model serve`)",
+            else f"no local model server {where} under {_home(home)} (started under another --home? pass it; "
+            "or start one with `recreate model serve`)",
             param_hint="--port",
         )
     print(servers[0].api_key)

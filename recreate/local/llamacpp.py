@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 
 from recreate.local.embedded import LocalModel, LocalModelError
-from recreate.local.server import KEY_ENV
+from recreate.local.keys import KEY_ENV
 
 ENGINE = "llamacpp"
 INSTALL_HINT = "pip install 'recreate[local]' (the xllamacpp wheel)"
@@ -69,7 +69,9 @@ def serve(args: argparse.Namespace) -> None:
     params.cpuparams.n_threads = args.threads
     params.cpuparams_batch.n_threads = args.threads
     params.use_jinja = True
-    key = os.environ.pop(KEY_ENV, "")  # the key LocalServer made for this start: every request needs it
+    # the key LocalServer made for this start: every request but /health needs it (popped so that nothing
+    # this process starts inherits it; /proc/PID/environ, readable by this user only, still shows it)
+    key = os.environ.pop(KEY_ENV, "")
     if key:
         params.api_keys = [key]
     # CORS: llama.cpp reflects any Origin by default, which lets any web page read the answers; name our

@@ -11,12 +11,7 @@ A server's environment is an allow-list (`server_env`): locale, paths, thread an
 model caches. Nothing else of ours reaches it (no API keys, tokens, connection strings), and nothing
 secret-looking even where a prefix is allowed.
 
-Each server requires a key of its own, made when it starts (`secrets`), handed to it in its environment
-(`key_env`) and kept in its state file (readable by its user only). Binding 127.0.0.1 keeps other machines
-out, not the web pages in the user's browser: without a key, any page could POST completions to it, and
-one that rebinds its DNS name to 127.0.0.1 could read the answers or (vLLM) load adapters. Our clients
-find the key by the server's URL (`server_key`: this process's servers, then the state files);
-`recreate model key` prints it for other clients.
+Each server requires a key of its own, made when it starts and kept in its state file (`keys`).
 """
 
 from __future__ import annotations
@@ -26,7 +21,6 @@ import ctypes
 import errno
 import json
 import os
-import secrets
 import signal
 import socket
 import subprocess
@@ -40,11 +34,10 @@ import httpx
 
 from recreate.errors import Arg
 from recreate.local.embedded import LocalModelArgumentError, LocalModelError
+from recreate.local.keys import KEY_ENV, auth_headers, forget, new_key, note_home, register
 from recreate.pools import ThreadPool
 
 PR_SET_PDEATHSIG = 1
-KEY_ENV = "RECREATE_SERVER_KEY"  # how our llama.cpp process gets its key (vLLM reads VLLM_API_KEY)
-HOMES_ENV = "RECREATE_SERVER_HOMES"  # homes of our servers, for the processes we start (a path, no key)
 LOG_TAIL_LINES = 15
 # what a model server may inherit from us
 ENV_NAMES = frozenset(
@@ -135,77 +128,6 @@ def healthy(base_url: str, timeout: float = 2.0, *, key: str | None = None) -> b
     return reply.status_code == 200
 
 
-_KEYS: dict[int, str] = {}  # port -> key of the servers this process started (on loopback)
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
-def _loopback_port(base_url: str) -> int | None:
-    url = urlparse(base_url)
-    if url.scheme != "http" or (url.hostname or "").lower() not in LOOPBACK:
-        return None
-    try:
-        return url.port or 80
-    except ValueError:
-        return None
-
-
-def is_loopback(base_url: str) -> bool:
-    return _loopback_port(base_url) is not None
-
-
-def server_key(base_url: str, home: Path | None = None) -> str | None:
-    """The key of the local server at `base_url`: one this process started or found, else one whose
-    state file is under `home` (default: RECREATE_HOME and the homes in RECREATE_SERVER_HOMES); None for
-    any other endpoint."""
-    port = _loopback_port(base_url)
-    if port is None:
-        return None
-    if port in _KEYS:
-        return _KEYS[port]
-    for folder in [home] if home is not None else _homes():
-        found = [s.api_key for s in running_servers(folder) if s.port == port and s.api_key]
-        if found:
-            return found[0]
-    return None
-
-
-def _homes() -> list[Path]:
-    from recreate.config import ConfigError, load_settings
-
-    listed = [Path(p) for p in os.environ.get(HOMES_ENV, "").split(os.pathsep) if p]
-    try:
-        return [load_settings().home, *listed]
-    except ConfigError:
-        return listed
-
-
-def note_home(home: Path) -> None:
-    """Name `home` (where a server of ours keeps its state file) to the processes we start from now on:
-    a local Ray's workers build their chat models there and find the key by it."""
-    listed = [p for p in os.environ.get(HOMES_ENV, "").split(os.pathsep) if p]
-    path = str(Path(home).absolute())
-    if path not in listed:
-        os.environ[HOMES_ENV] = os.pathsep.join([*listed, path])
-
-
-def remember_key(info: ServerInfo, home: Path) -> None:
-    """Use `info`'s key for its port (a server found running in `home`, started elsewhere): in this
-    process, and in those it starts from now on (by the home)."""
-    if info.api_key and _loopback_port(info.base_url) is not None:
-        _KEYS[info.port] = info.api_key
-        note_home(home)
-
-
-def endpoint_key(base_url: str) -> str | None:
-    """The key to send to `base_url`: a local server's own, else OPENAI_API_KEY (as the clients do)."""
-    return server_key(base_url) or os.environ.get("OPENAI_API_KEY") or None
-
-
-def auth_headers(base_url: str) -> dict[str, str]:
-    key = endpoint_key(base_url)
-    return {"Authorization": f"Bearer {key}"} if key else {}
-
-
 def running_servers(home: Path) -> list[ServerInfo]:
     """Servers whose process is alive; state files of dead ones are removed."""
     found = []
@@ -268,7 +190,6 @@ class LocalServer:
         detach: bool = False,
         ready_timeout_s: float = 600.0,
         env: dict[str, str] | None = None,
-        key_env: str = KEY_ENV,
     ):
         if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
             raise LocalModelArgumentError(
@@ -276,8 +197,8 @@ class LocalServer:
             )
         self.command, self.home, self.detach = command, Path(home), detach
         self.ready_timeout_s = ready_timeout_s
-        key = secrets.token_urlsafe(32)
-        self.extra_env = {**(env or {}), key_env: key}
+        key = new_key()
+        self.extra_env = {**(env or {}), KEY_ENV: key}
         log_dir = self.home / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
         log = log_dir / f"model-{engine}-{port}.log"
@@ -295,8 +216,6 @@ class LocalServer:
                 port=Arg("port"),
             )
         owner = os.getpid()
-        _KEYS[self.info.port] = self.info.api_key
-        note_home(self.home)
         with open(self.info.log, "ab") as log:
             self.process = _SPAWNER.submit(
                 subprocess.Popen,
@@ -316,6 +235,8 @@ class LocalServer:
             raise
         self.state_file.parent.mkdir(parents=True, exist_ok=True)
         self.save()
+        register(self.info.base_url, self.info.api_key)
+        note_home(self.home)
         return self.info
 
     def save(self) -> None:
@@ -345,8 +266,7 @@ class LocalServer:
 
     def stop(self, grace_s: float = 5.0) -> None:
         self.state_file.unlink(missing_ok=True)
-        if _KEYS.get(self.info.port) == self.info.api_key:
-            del _KEYS[self.info.port]
+        forget(self.info.base_url, self.info.api_key)
         if self.process is None or self.process.poll() is not None:
             return
         stop_process(self.process.pid, grace_s)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
-from recreate.local.server import auth_headers
+from recreate.local.keys import auth_headers
 from recreate.local.vllm_env import VLLMEnvError, setup_vllm_env, vllm_python
 
 if TYPE_CHECKING:
@@ -35,7 +35,9 @@ DEFAULT_MAX_MODEL_LEN = 4096
 # On CPU, vLLM sizes its KV cache from this fraction; its default (0.9) fails on a shared machine
 CPU_MEMORY_UTILIZATION = 0.2
 RUNTIME_LORA_ENV = {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
-KEY_ENV = "VLLM_API_KEY"  # the key its /v1 routes require (LocalServer makes one per start)
+# our guard in front of every route (vLLM's own key check covers /v1/* only): guard/recreate_guard.py
+GUARD_DIR = Path(__file__).resolve().parent / "guard"
+GUARD = "recreate_guard.Guard"
 REQUEST_TIMEOUT_S = 120.0  # loading an adapter reads its weights
 VLLM_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 # vLLM accepts only these values for --max-lora-rank; an adapter of rank r needs the next one up.
@@ -91,11 +93,16 @@ def vllm_command(
     served_model_name: str | None = None,
     extra_args: Sequence[str] = (),
 ) -> list[str]:
-    """The command line of a vLLM OpenAI-compatible server for `model` (+ a LoRA adapter).
+    """The command line of a vLLM OpenAI-compatible server for `model` (+ a LoRA adapter); it runs with
+    `guard_env()` in its environment.
 
     `lora_rank` enables LoRA without a startup adapter, for adapters of up to that rank loaded later at
     runtime (`load_adapter`); with `adapter` the larger of the two ranks counts."""
     command = [python, "-m", VLLM_SERVER_MODULE, "--model", str(model), "--host", host, "--port", str(port)]
+    # its CORS default is "*": a page in the user's browser could read its answers; only its own origin.
+    # The guard (on PYTHONPATH: `guard_env`) refuses requests addressed to another name and, given a
+    # key, requests without it.
+    command += ["--allowed-origins", json.dumps([f"http://{host}:{port}"]), "--middleware", GUARD]
     if served_model_name:
         command += ["--served-model-name", served_model_name]
     if adapter is not None or lora_rank is not None:
@@ -120,9 +127,14 @@ def has_gpu() -> bool:
     return Path("/dev/nvidia0").exists()
 
 
+def guard_env() -> dict[str, str]:
+    """What every vLLM server of ours needs in its environment: our guard importable."""
+    return {"PYTHONPATH": str(GUARD_DIR)}
+
+
 def server_env() -> dict[str, str]:
-    """Environment for the server process: adapters may be loaded and unloaded while it runs."""
-    return dict(RUNTIME_LORA_ENV)
+    """Environment for the training loop's server: the guard, and adapters loaded and unloaded as it runs."""
+    return {**RUNTIME_LORA_ENV, **guard_env()}
 
 
 def server_command(
@@ -145,8 +157,6 @@ def server_command(
             f"{model.name}: vLLM serves HF model directories (with config.json); got {model.hf_dir}"
         )
     args = ["--max-model-len", str(max_model_len), "--logprobs-mode", "processed_logprobs"]
-    # its CORS default is "*": a page in the user's browser could call the server; only its own origin
-    args += ["--allowed-origins", json.dumps([f"http://{host}:{port}"])]
     if (not has_gpu()) if cpu is None else cpu:
         # fp32: the trainer's precision, so server and trainer log-probs agree on the same tokens
         args += ["--dtype", "float32", "--gpu-memory-utilization", str(CPU_MEMORY_UTILIZATION)]

@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from recreate.config import load_settings
+from recreate.endpoints import refused_key_fix
 from recreate.errors import Arg, ArgumentError
 from recreate.local import LOCAL_SPEC
-from recreate.local.server import auth_headers
+from recreate.local.keys import auth_headers
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -55,14 +56,18 @@ def agent_model_spec(spec: str | None, base_url: str | None) -> str:
         return spec
     if base_url:
         try:
-            url = f"{base_url.rstrip('/')}/models"
-            served = httpx.get(url, headers=auth_headers(base_url), timeout=5).json()["data"]
-            return served[0]["id"]
-        except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
+            reply = httpx.get(f"{base_url.rstrip('/')}/models", headers=auth_headers(base_url), timeout=5)
+            served = None if reply.status_code in (401, 403) else reply.json()["data"][0]["id"]
+        except (httpx.HTTPError, KeyError, IndexError, ValueError, TypeError) as exc:
             raise EndpointMissing(
                 f"{base_url} lists no model ({type(exc).__name__}); pass {{model}}",
                 model=Arg("model", "'NAME'", "NAME"),
             ) from exc
+        if served is None:
+            raise EndpointMissing(
+                f"{base_url} refused the key (HTTP {reply.status_code}); {refused_key_fix(base_url)}"
+            )
+        return str(served)
     if os.environ.get("OPENAI_API_KEY"):
         return "openai:gpt-4.1-mini"
     return LOCAL_SPEC

@@ -130,7 +130,7 @@ from recreate.evaluation.ray_executor import RayExecutor
 from recreate.local.server import LocalServer, free_port
 
 port = free_port()
-command = [sys.executable, "-c", sys.argv[2], str(port), "RECREATE_SERVER_KEY"]
+command = [sys.executable, "-c", sys.argv[2], str(port), sys.argv[3]]  # a stand-in behind our guard
 server = LocalServer(command, engine="fake", model="m", port=port, home=Path(sys.argv[1]), tool_calls=False)
 info = server.start()
 RayExecutor(num_cpus=1).connect()
@@ -157,7 +157,10 @@ def test_a_local_ray_worker_reaches_a_local_server_of_a_home_given_only_to_the_d
     elsewhere, yet they find the server's key (the driver names its home to the processes it starts)."""
     import subprocess
 
+    from recreate.local.vllm import GUARD_DIR
     from tests.local.test_server_isolation import KEYED_SERVER
+
+    pytest.importorskip("uvicorn")
 
     env = {**os.environ, "HOME": str(tmp_path), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
     env["RECREATE_HOME"] = str(tmp_path / "the-workers-home")
@@ -165,7 +168,7 @@ def test_a_local_ray_worker_reaches_a_local_server_of_a_home_given_only_to_the_d
     env.pop("RECREATE_SERVER_HOMES", None)
     home = tmp_path / "the-drivers-home"
     done = subprocess.run(
-        [sys.executable, "-c", _LOCAL_SERVER_FROM_A_WORKER, str(home), KEYED_SERVER],
+        [sys.executable, "-c", _LOCAL_SERVER_FROM_A_WORKER, str(home), KEYED_SERVER, str(GUARD_DIR)],
         env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert "answer: hello" in done.stdout, done.stdout + done.stderr[-2000:]

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from recreate.finetune.policy import ServedPolicy
-from recreate.local.server import auth_headers
+from recreate.local.keys import auth_headers
 from recreate.runs import BrokenRun
 
 pytestmark = pytest.mark.slow

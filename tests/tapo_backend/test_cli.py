@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -205,17 +206,13 @@ def test_output_dir_defaults_under_recreate_home(recreate_home) -> None:
 def test_serve_print_command_and_merge_errors(monkeypatch, capsys, tmp_path) -> None:
     code, out, _ = run_tapo(monkeypatch, capsys, "serve", "/m/merged", "--port", "9001", "--print-command")
     assert code == 0
-    assert out.split() == [
-        "python",
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        "/m/merged",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "9001",
-    ]
+    from recreate.local.vllm import GUARD, GUARD_DIR
+
+    assert shlex.split(out) == [
+        "env", f"PYTHONPATH={GUARD_DIR}", "python", "-m", "vllm.entrypoints.openai.api_server",
+        "--model", "/m/merged", "--host", "127.0.0.1", "--port", "9001",
+        "--allowed-origins", '["http://127.0.0.1:9001"]', "--middleware", GUARD,
+    ]  # fmt: skip
     code, _, err = run_tapo(monkeypatch, capsys, "merge", str(tmp_path), str(tmp_path / "out"))
     assert code == 2 and "not a LoRA adapter" in err
 

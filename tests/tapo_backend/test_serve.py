@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from recreate.local.vllm import ServeError, vllm_command
+from recreate.local.vllm import GUARD, ServeError, vllm_command
 from tapo_backend.serve import VLLMServer, merge_lora
 
 from .conftest import save_tiny_model
@@ -29,6 +29,8 @@ FAKE_API_SERVER = textwrap.dedent(
     parser.add_argument("--enable-lora", action="store_true")
     parser.add_argument("--lora-modules", nargs="*", default=[])
     parser.add_argument("--max-lora-rank", type=int, choices=[1, 8, 16, 32, 64, 128, 256, 320, 512])
+    parser.add_argument("--allowed-origins")
+    parser.add_argument("--middleware", action="append")
     args = parser.parse_args()
     models = [args.served_model_name or args.model] + [m.split("=", 1)[0] for m in args.lora_modules]
 
@@ -85,6 +87,10 @@ def test_command_for_a_merged_model() -> None:
         "127.0.0.1",
         "--port",
         "8123",
+        "--allowed-origins",
+        '["http://127.0.0.1:8123"]',
+        "--middleware",
+        GUARD,
         "--served-model-name",
         "agent",
     ]
