@@ -241,7 +241,7 @@ def serve(
     if print_only:
         typer.echo(shlex.join(["env", *(f"{k}={v}" for k, v in guard_env().items()), *command]))
         return
-    with VLLMServer(command, host=host, port=port, env=guard_env()) as server:
+    with VLLMServer(command, host=host, port=port) as server:
         console.print(f"vLLM ready at {server.base_url} (Ctrl-C stops it)")
         server.wait()
 

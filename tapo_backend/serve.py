@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from recreate.local.server import server_env
-from recreate.local.vllm import ServeError, adapter_rank
+from recreate.local.vllm import ServeError, adapter_rank, guard_env
 
 
 class VLLMServer:
@@ -60,7 +60,7 @@ class VLLMServer:
                 self.command,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=server_env(self.env),  # an allow-list: no API keys or tokens of ours
+                env=server_env(guard_env(self.env)),  # an allow-list (no keys or tokens of ours), our guard
                 start_new_session=True,
             )
 

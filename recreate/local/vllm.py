@@ -15,6 +15,7 @@ log-probs of every generated token (`with_token_logprobs`) and records which pol
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,14 +128,16 @@ def has_gpu() -> bool:
     return Path("/dev/nvidia0").exists()
 
 
-def guard_env() -> dict[str, str]:
-    """What every vLLM server of ours needs in its environment: our guard importable."""
-    return {"PYTHONPATH": str(GUARD_DIR)}
+def guard_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """`env` plus what every vLLM server of ours needs: our guard importable (first on PYTHONPATH)."""
+    env = dict(env or {})
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(GUARD_DIR), env.get("PYTHONPATH")) if p)
+    return env
 
 
 def server_env() -> dict[str, str]:
     """Environment for the training loop's server: the guard, and adapters loaded and unloaded as it runs."""
-    return {**RUNTIME_LORA_ENV, **guard_env()}
+    return guard_env(RUNTIME_LORA_ENV)
 
 
 def server_command(

@@ -66,7 +66,8 @@ def test_every_route_needs_the_key(monkeypatch, path):
 
 
 @pytest.mark.parametrize(
-    "host", ["evil.example", f"evil.example:{PORT}", "127.0.0.1:1", "", f"127.0.0.1.evil.example:{PORT}"]
+    "host",
+    ["evil.example", f"evil.example:{PORT}", "", f"127.0.0.1.evil.example:{PORT}", "[::1", "localhost.:1"],
 )
 def test_a_name_rebound_to_loopback_is_refused_even_with_the_key(monkeypatch, host):
     headers = [("Host", host), ("Authorization", "Bearer key")] if host else [("Authorization", "Bearer key")]

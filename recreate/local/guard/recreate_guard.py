@@ -4,8 +4,8 @@ environment: this file alone is put on its PYTHONPATH, so it imports nothing of 
 vLLM's own key check (VLLM_API_KEY) covers `/v1/*` only: `/invocations` answers completions and, with
 runtime LoRA on, `/adapters` loads an adapter from any path, both without a key. And a web page whose
 name was rebound to 127.0.0.1 is, to the browser, the server's own origin: it can read the answers. So:
-- a server bound to a loopback address answers only requests addressed to it by that address (Host
-  127.0.0.1:PORT, localhost:PORT or [::1]:PORT): a rebound name is refused with 421;
+- a server bound to a loopback address answers only requests addressed to a loopback name (Host
+  127.0.0.1, localhost or [::1], any port: an SSH tunnel forwards another): a rebound name gets 421;
 - when RECREATE_SERVER_KEY is set (recreate starts every server with one), every route but GET /health
   and CORS preflights needs `Authorization: Bearer KEY`: else 401.
 The key travels under a name vLLM does not read: every VLLM_* variable is part of vLLM's compile-cache
@@ -54,11 +54,9 @@ class Guard:
     def refusal(self, scope: Scope) -> tuple[int, str] | None:
         """(status, why) for a request this server must not answer, else None."""
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
-        bound, port = (scope.get("server") or ("", 0))[:2]
-        if bound in LOOPBACK:
-            own = {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
-            if headers.get("host", "").lower() not in own:
-                return 421, "this server answers only to its loopback address"
+        bound = (scope.get("server") or ("",))[0]
+        if bound in LOOPBACK and _hostname(headers.get("host", "")) not in LOOPBACK:
+            return 421, "this server answers only to its loopback address"
         method, path = scope.get("method", ""), scope.get("path", "")
         if self.digest is None or method == "OPTIONS" or (method, path) in OPEN:
             return None
@@ -67,3 +65,11 @@ class Guard:
         if scheme.lower() != "bearer" or not hmac.compare_digest(given, self.digest):
             return 401, "this server needs its key: recreate's clients find it; others: `recreate model key`"
         return None
+
+
+def _hostname(host: str) -> str:
+    """The name in a Host header, without its port (any port: an SSH tunnel forwards another one)."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else ""
+    return host.rsplit(":", 1)[0] if ":" in host else host
