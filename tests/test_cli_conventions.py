@@ -192,7 +192,7 @@ def test_json_output_is_the_only_stdout(tmp_path):
 def test_evolve_dry_run_json_prices_the_local_fallback_at_zero(tmp_path):
     env = {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", "RECREATE_MODEL": ""}
     done = run(
-        "evolve", "--seed", str(REPO / "scaffolds" / "minimal"), "--domain", "jsonl",
+        "evolve", "--seed", str(REPO / "scaffolds" / "minimal"), "--domain", "math",
         "--data", str(REPO / "examples" / "arithmetic"), "--dry-run", "--json", "--home", str(tmp_path),
         env=env,
     )  # fmt: skip
