@@ -303,8 +303,11 @@ if sys.argv[3] == "zygote-killed":  # by someone else, say: a new one must take 
 # a process of the session's uid that nothing of ours started or knows: as bwrap's child is while it
 # waits for its parent's go-ahead, which never comes if we are killed in that instant
 uid = str(session.uid)
-subprocess.Popen(["setpriv", "--reuid", uid, "--regid", uid, "--clear-groups", "sleep", "4743"],
-                 start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+stray = subprocess.Popen(["setpriv", "--reuid", uid, "--regid", uid, "--clear-groups", "sleep", "4743"],
+                         start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+deadline = time.monotonic() + 30  # until setpriv has taken the uid: before, it is root's, not the session's
+while os.stat(f"/proc/{stray.pid}").st_uid != session.uid and time.monotonic() < deadline:
+    time.sleep(0.01)
 print("ready", flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """
