@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from recreate import __version__
-from recreate.cli_options import apply_conventions, common_flags, dotenv_warnings_once
+from recreate.cli_options import apply_conventions, common_flags, dotenv_warnings_once, exit_on_usage_error
 from recreate.errors import one_line
 
 app = typer.Typer(help="Create and improve domain agents from their own experience.", no_args_is_help=True)
@@ -88,10 +88,7 @@ def main() -> None:
     except typer.Abort:
         sys.exit(1)
     except Exception as exc:  # user-facing errors: one line, exit 2
-        format_message = getattr(exc, "format_message", None)
-        if callable(format_message):  # a usage error (typer's own or click's): "Invalid value for '--x': ..."
-            typer.echo(f"error: {' '.join(str(format_message()).split())}", err=True)
-            sys.exit(getattr(exc, "exit_code", 2))
+        exit_on_usage_error(exc)
         if _state["debug"]:
             raise
         typer.echo(f"error: {one_line(exc)}", err=True)

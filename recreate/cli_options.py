@@ -250,3 +250,12 @@ def dotenv_warnings_once() -> None:
     logger = logging.getLogger("dotenv.main")
     if not any(isinstance(f, _Once) for f in logger.filters):
         logger.addFilter(_Once())
+
+
+def exit_on_usage_error(exc: Exception) -> None:
+    """A usage error (typer's own or click's) is said in one line, "Invalid value for '--x': ...", and
+    ends the command with its exit code; any other exception returns for the caller to report."""
+    format_message = getattr(exc, "format_message", None)
+    if callable(format_message):
+        typer.echo(f"error: {' '.join(str(format_message()).split())}", err=True)
+        sys.exit(getattr(exc, "exit_code", 2))

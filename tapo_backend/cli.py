@@ -11,7 +11,7 @@ import typer
 import yaml
 from rich.table import Table
 
-from recreate.cli_options import apply_conventions, common_flags, dotenv_warnings_once
+from recreate.cli_options import apply_conventions, common_flags, dotenv_warnings_once, exit_on_usage_error
 from recreate.console import make_console
 
 app = typer.Typer(help="Fine-tune a model from logged agent trajectories (TAPO).", no_args_is_help=True)
@@ -260,10 +260,7 @@ def main() -> None:
     except Exception as exc:  # user-facing errors: one line, exit 2
         from click.exceptions import Abort
 
-        format_message = getattr(exc, "format_message", None)
-        if callable(format_message):  # a usage error (typer's own or click's): "Invalid value for '--x': ..."
-            typer.echo(f"error: {' '.join(str(format_message()).split())}", err=True)
-            sys.exit(getattr(exc, "exit_code", 2))
+        exit_on_usage_error(exc)
         if isinstance(exc, Abort):
             sys.exit(1)
         if _state["debug"]:

@@ -98,7 +98,11 @@ def endpoint_key(base_url: str) -> str | None:
 
 
 def auth_headers(base_url: str) -> dict[str, str]:
-    key = endpoint_key(base_url)
+    return bearer(endpoint_key(base_url))
+
+
+def bearer(key: str | None) -> dict[str, str]:
+    """The header that gives `key` (none without one)."""
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 

@@ -34,7 +34,7 @@ import httpx
 
 from recreate.errors import Arg
 from recreate.local.embedded import LocalModelArgumentError, LocalModelError
-from recreate.local.keys import KEY_ENV, auth_headers, forget, new_key, note_home, register
+from recreate.local.keys import KEY_ENV, auth_headers, bearer, forget, new_key, note_home, register
 from recreate.pools import ThreadPool
 
 PR_SET_PDEATHSIG = 1
@@ -120,7 +120,7 @@ def is_alive(pid: int) -> bool:
 
 def healthy(base_url: str, timeout: float = 2.0, *, key: str | None = None) -> bool:
     """Does the server list its models? `key`: the server's own (default: found by its URL)."""
-    headers = {"Authorization": f"Bearer {key}"} if key else auth_headers(base_url)
+    headers = bearer(key) if key else auth_headers(base_url)
     try:
         reply = httpx.get(f"{base_url}/models", headers=headers, timeout=timeout)
     except httpx.HTTPError:
