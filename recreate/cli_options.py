@@ -75,6 +75,15 @@ def _known_sandbox(value: str | None) -> str | None:
     return value
 
 
+def key_file_option() -> Any:
+    return typer.Option(
+        None,
+        "--key-file",
+        help="Require the key written in this file (one line, mode 600) instead of a new key each start: "
+        "for clients that keep their key across restarts.",
+    )
+
+
 def executor_option() -> Any:
     return typer.Option(
         "threads",

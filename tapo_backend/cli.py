@@ -11,7 +11,13 @@ import typer
 import yaml
 from rich.table import Table
 
-from recreate.cli_options import apply_conventions, common_flags, dotenv_warnings_once, exit_on_usage_error
+from recreate.cli_options import (
+    apply_conventions,
+    common_flags,
+    dotenv_warnings_once,
+    exit_on_usage_error,
+    key_file_option,
+)
 from recreate.console import make_console
 
 app = typer.Typer(help="Fine-tune a model from logged agent trajectories (TAPO).", no_args_is_help=True)
@@ -232,17 +238,25 @@ def serve(
     port: int = typer.Option(8000, "--port", min=1, max=65535, help="Port to listen on."),
     python: str = typer.Option("python", "--python", help="Python of an environment with vLLM installed."),
     print_only: bool = typer.Option(False, "--print-command", help="Print the vLLM command, start nothing."),
+    key_file: Path = key_file_option(),
 ) -> None:
-    """Serve a trained model with vLLM's OpenAI-compatible server (a separate process)."""
+    """Serve a trained model with vLLM's OpenAI-compatible server (a separate process). Without
+    --key-file it answers anyone who can reach it (on its host: any local process)."""
+    from recreate.local.keys import KEY_ENV, read_key_file
     from recreate.local.vllm import guard_env, vllm_command
     from tapo_backend.serve import VLLMServer
 
     command = vllm_command(model, adapter=adapter, host=host, port=port, python=python)
-    if print_only:
-        typer.echo(shlex.join(["env", *(f"{k}={v}" for k, v in guard_env().items()), *command]))
+    env = {KEY_ENV: read_key_file(key_file)} if key_file is not None else {}
+    if print_only:  # the key stays in its file: the line reads it when run
+        given = [f"{k}={shlex.quote(v)}" for k, v in guard_env().items()]
+        if key_file is not None:
+            given.append(f'{KEY_ENV}="$(cat {shlex.quote(str(key_file))})"')
+        typer.echo(" ".join(["env", *given, shlex.join(command)]))
         return
-    with VLLMServer(command, host=host, port=port) as server:
-        console.print(f"vLLM ready at {server.base_url} (Ctrl-C stops it)")
+    with VLLMServer(command, host=host, port=port, env=env) as server:
+        needs = f"; clients give the key in {key_file}" if key_file is not None else ""
+        console.print(f"vLLM ready at {server.base_url} (log {server.log_path}; Ctrl-C stops it{needs})")
         server.wait()
 
 

@@ -23,6 +23,13 @@ from recreate.local.server import server_env
 from recreate.local.vllm import ServeError, adapter_rank, guard_env
 
 
+def default_log(port: int) -> Path:
+    """Where a server's log goes unless told: the home's logs folder (never the working directory)."""
+    from recreate.config import load_settings
+
+    return load_settings().home / "logs" / f"vllm-{port}.log"
+
+
 class VLLMServer:
     """Start, health-check and stop a server: `with VLLMServer(vllm_command(...)) as s: s.base_url`."""
 
@@ -38,7 +45,7 @@ class VLLMServer:
     ) -> None:
         self.command = list(command)
         self.host, self.port = host, port
-        self.log_path = Path(log_path) if log_path else Path(f"vllm-{port}.log")
+        self.log_path = Path(log_path) if log_path else default_log(port)
         self.env = env
         self.startup_timeout_s = startup_timeout_s
         self.process: subprocess.Popen[bytes] | None = None

@@ -97,9 +97,11 @@ def start_server(
     detach: bool = False,
     parallel: int = 4,
     ctx_per_slot: int = 4096,
+    key: str | None = None,
 ) -> LocalServer:
     """Start a server for `model` (default: the embedded one) and return it once it answers; llama.cpp
-    gives each of its `parallel` slots a context of `ctx_per_slot` tokens."""
+    gives each of its `parallel` slots a context of `ctx_per_slot` tokens. It requires `key` (default: a
+    new one each start; `keys.read_key_file` reads one kept across restarts)."""
     home = Path(home)
     local = resolve_local_model(home, model)
     port = port or free_port()
@@ -118,7 +120,7 @@ def start_server(
         raise LocalModelError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
     server = LocalServer(
         command, engine=engine, model=local.name, port=port, home=home, tool_calls=tool_calls,
-        detach=detach, env=env,
+        detach=detach, env=env, key=key,
     )  # fmt: skip
     server.start()
     return server

@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from recreate.cli_options import emit_json, home_option, json_option
+from recreate.cli_options import emit_json, home_option, json_option, key_file_option
 from recreate.config import load_settings
 from recreate.console import make_console
 
@@ -57,17 +57,26 @@ def serve_command(
     adapter: Path = typer.Option(None, "--adapter", help="vllm: a LoRA adapter directory to load."),
     port: int = typer.Option(None, "--port", min=0, max=65535, help="Port (default or 0: a free one)."),
     detach: bool = typer.Option(False, "--detach", help="Leave it running in the background."),
+    key_file: Path = key_file_option(),
     home: Path = home_option(),
 ) -> None:
     """Start a local OpenAI-compatible server (foreground: Ctrl-C stops it)."""
     from recreate.local import find_server, start_server
+    from recreate.local.keys import read_key_file
 
     root = _home(home)
+    key = read_key_file(key_file) if key_file is not None else None
     running = find_server(root, engine)
     if running is not None and model is None and adapter is None:
         console.print(f"already running: {running.engine} {running.model} at {running.base_url}")
+        if key is not None and key != running.api_key:
+            raise typer.BadParameter(
+                f"the running server requires another key than {key_file}'s: stop it first (`recreate model "
+                "stop`) to serve with this key",
+                param_hint="--key-file",
+            )
         return
-    server = start_server(root, engine=engine, model=model, port=port, detach=detach)
+    server = start_server(root, engine=engine, model=model, port=port, detach=detach, key=key)
     if adapter is not None:
         from recreate.local import vllm
 
@@ -80,8 +89,11 @@ def serve_command(
     info = server.info
     console.print(f"{info.engine} serving {info.model} at {info.base_url}  (log {info.log})")
     console.print(f"use it with: --model {info.spec}   or   export OPENAI_BASE_URL={info.base_url}")
-    key = f"recreate model key --home {shlex.quote(str(root.absolute()))} --port {info.port}"
-    console.print(f"other clients need its key: OPENAI_API_KEY=$({key})")
+    if key_file is None:
+        command = f"recreate model key --home {shlex.quote(str(root.absolute()))} --port {info.port}"
+        console.print(f"other clients need its key: OPENAI_API_KEY=$({command})")
+    else:
+        console.print(f"other clients need its key: OPENAI_API_KEY=$(cat {shlex.quote(str(key_file))})")
     if detach:
         return
     try:

@@ -9,21 +9,28 @@ server's state file, readable by its user only. Our clients find it by the serve
 resolves elsewhere is never sent it): servers this process started, then the state files under the
 home (RECREATE_HOME) and the homes this process or its parent named (`note_home`: local Ray workers
 inherit them). Any other endpoint gets OPENAI_API_KEY, as before (`endpoint_key`, `auth_headers`).
-`recreate model key` prints a key for clients other than ours.
+`recreate model key` prints a key for clients other than ours; a key of the user's own, kept across
+restarts for such clients, comes from a file (`read_key_file`: `--key-file` of `recreate model serve`
+and `tapo serve`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
+import stat
 import threading
 from pathlib import Path
 from urllib.parse import urlparse
 
+from recreate.errors import Arg, ArgumentError
+
 KEY_ENV = "RECREATE_SERVER_KEY"  # how a server gets its key (a name the engines themselves do not read)
 HOMES_ENV = "RECREATE_SERVER_HOMES"  # homes of our servers, for the processes we start (paths, no key)
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_USABLE_KEY = re.compile(r"[!-~]{16,4096}")  # printable ASCII, no blanks: fits a header as it is
 
 _LOCK = threading.Lock()
 _KEYS: dict[tuple[str, int], str] = {}  # (host, port) -> key of the servers this process started
@@ -31,6 +38,34 @@ _KEYS: dict[tuple[str, int], str] = {}  # (host, port) -> key of the servers thi
 
 def new_key() -> str:
     return secrets.token_urlsafe(32)
+
+
+def read_key_file(path: Path) -> str:
+    """The key written in `path` (its only line), for a server whose clients keep their key across
+    restarts. The file must be its user's alone, as ssh asks of a private key."""
+    path = Path(path)
+    make = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))' > {f} && chmod 600 {f}"
+    try:
+        mode, text = path.stat().st_mode, path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise ArgumentError(
+            f"{{key_file}}: {path} cannot be read ({reason}); write a key into it: {make.format(f=path)}",
+            key_file=Arg("key_file"),
+        ) from None
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ArgumentError(
+            f"{{key_file}}: {path} can be read by other users (mode {stat.filemode(mode)}): chmod 600 {path}",
+            key_file=Arg("key_file"),
+        )
+    key = text.strip()
+    if not _USABLE_KEY.fullmatch(key):
+        raise ArgumentError(
+            f"{{key_file}}: {path} holds no usable key (one line of 16 or more printable characters, no "
+            f"blanks); write one: {make.format(f=path)}",
+            key_file=Arg("key_file"),
+        )
+    return key
 
 
 def address(base_url: str) -> tuple[str, int] | None:

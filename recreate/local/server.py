@@ -175,7 +175,8 @@ class LocalServer:
     """Start `command` (a server that answers the OpenAI API at `base_url`) and wait until it is ready.
 
     `detach=False` ties the server's life to this process (see the module doc); use it as a context
-    manager or call `stop()`. Its environment is `server_env(env)`: no API keys or other secrets."""
+    manager or call `stop()`. Its environment is `server_env(env)`: no API keys or other secrets. It
+    requires `key` (default: a new one)."""
 
     def __init__(
         self,
@@ -190,6 +191,7 @@ class LocalServer:
         detach: bool = False,
         ready_timeout_s: float = 600.0,
         env: dict[str, str] | None = None,
+        key: str | None = None,
     ):
         if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
             raise LocalModelArgumentError(
@@ -197,7 +199,7 @@ class LocalServer:
             )
         self.command, self.home, self.detach = command, Path(home), detach
         self.ready_timeout_s = ready_timeout_s
-        key = new_key()
+        key = key or new_key()
         self.extra_env = {**(env or {}), KEY_ENV: key}
         log_dir = self.home / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
