@@ -16,7 +16,6 @@ and `tapo serve`).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
@@ -152,14 +151,10 @@ def _homes() -> list[Path]:
 
 
 def _state_file_key(home: Path, where: tuple[str, int]) -> str | None:
-    from recreate.local.server import is_alive, servers_dir
+    from recreate.local.server import running_servers
 
-    for path in servers_dir(home).glob(f"*-{where[1]}.json"):
-        try:
-            state = json.loads(path.read_text(encoding="utf-8"))
-            bound = urlparse(state["base_url"])
-            if ((bound.hostname or "").lower(), bound.port) == where and is_alive(int(state["pid"])):
-                return str(state.get("api_key") or "") or None
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
+    for info in running_servers(home, prune=False):
+        bound = urlparse(info.base_url)
+        if ((bound.hostname or "").lower(), bound.port) == where:
+            return info.api_key or None
     return None

@@ -128,18 +128,17 @@ def healthy(base_url: str, timeout: float = 2.0, *, key: str | None = None) -> b
     return reply.status_code == 200
 
 
-def running_servers(home: Path) -> list[ServerInfo]:
-    """Servers whose process is alive; state files of dead ones are removed."""
+def running_servers(home: Path, *, prune: bool = True) -> list[ServerInfo]:
+    """Servers whose process is alive; state files of dead or damaged ones are removed (`prune`)."""
     found = []
     for path in sorted(servers_dir(home).glob("*.json")):
         try:
             info = ServerInfo(**json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError, TypeError):
-            path.unlink(missing_ok=True)
-            continue
-        if is_alive(info.pid):
+            info = None
+        if info is not None and is_alive(info.pid):
             found.append(info)
-        else:
+        elif prune:
             path.unlink(missing_ok=True)
     return found
 

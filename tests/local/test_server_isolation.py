@@ -5,6 +5,7 @@ that only our clients find (a web page that reaches 127.0.0.1 is refused)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -270,3 +271,16 @@ def test_a_server_another_process_started_is_reached_once_found_in_its_home(tmp_
         assert make_chat_model(info.spec, max_retries=0).invoke("hi").content == "hello"
     finally:
         stop_server(tmp_path, info)
+
+
+def test_looking_for_a_key_never_removes_a_state_file(tmp_path):
+    from recreate.local.server import ServerInfo, servers_dir
+
+    servers_dir(tmp_path).mkdir(parents=True)
+    dead = ServerInfo("fake", "m", "http://127.0.0.1:9/v1", 2**22 + 17, "log", False, api_key="k" * 32)
+    files = {"fake-9.json": json.dumps(dataclasses.asdict(dead)), "fake-10.json": "{damaged"}
+    for name, text in files.items():
+        (servers_dir(tmp_path) / name).write_text(text)
+    assert server_key("http://127.0.0.1:9/v1", home=tmp_path) is None  # its process is not alive
+    assert sorted(p.name for p in servers_dir(tmp_path).iterdir()) == sorted(files)
+    assert running_servers(tmp_path) == [] and not any(servers_dir(tmp_path).iterdir())  # status prunes
