@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import re
+from decimal import Decimal
 from fractions import Fraction
 from functools import partial
 from pathlib import Path
@@ -38,6 +39,42 @@ ANSWER_FORMATS = ("integer", "number", "expression")
 # a decimal literal: sign, digits (thousands grouped by commas, or not), optional fraction; ASCII only
 _NUMBER = re.compile(r"[+-]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)", re.ASCII)
 _FORMATTING = re.compile(r"\\(?:text|textbf|mathbf|mathrm|bf|boldsymbol)\s*\{([^{}]*)\}")
+MAX_WRAPPERS = 8  # nested formatting unwrapped at most this deep: each level is a pass over the text
+MAX_DECORATED = 256  # an answer longer than this is no decorated literal (and is not searched for one)
+MAX_STATED = 1000  # nor is a longer submission one sentence stating its answer
+# a whole submission that states its answer in words: "The final answer is 42.", "**Answer:** 42"
+_STATED = re.compile(  # unambiguous (the answer starts with none of the label's characters): linear
+    r"[\s*]*(?:(?:so|thus|hence|therefore),?\s+)?(?:the\s+)?(?:final\s+)?answer\b(?:\s+is)?[\s:*]*"
+    r"(?P<answer>[^\s:*][^\n]*)",
+    re.IGNORECASE,
+)
+_BOLD = re.compile(r"\*\*(?P<answer>[^*\n]+)\*\*\.?")
+_SPACE = r"(?:\\[,!;: ]|\\q?quad\b|~)"  # LaTeX spacing commands
+_UNIT = re.compile(r"(?<=[\d.])\s*(?P<unit>[A-Za-z]{2,}(?:\s+[A-Za-z]{2,}){0,2})(?:\^\{?[23]\}?)?$")
+# words after a number that change or hedge its value: never taken for a unit
+_NOT_UNIT_WORDS = (
+    "or and not nor to than more less least most about approx approximately roughly nearly almost maybe "
+    "possibly either plus minus times over pi sqrt squared cubed factorial mod log ln sin cos tan exp inf "
+    "infinity hundred hundreds thousand thousands million millions billion billions trillion dozen dozens "
+    "score gross choose percent percentage half halves third thirds quarter quarters fourth fourths fifth "
+    "fifths sixth sixths seventh sevenths eighth eighths ninth ninths tenth tenths hundredth hundredths "
+    "thousandth thousandths millionth millionths"
+)
+NOT_UNITS = frozenset(_NOT_UNIT_WORDS.split())
+# (pattern, replacement) rewrites of a literal's decorations, repeated until none applies
+_DECORATIONS = (
+    (re.compile(r"^\{([^{}]*)\}$"), r"\1"),  # {42}
+    (re.compile(r"^\\(?:displaystyle|textstyle|bf|rm)\b\s*"), ""),
+    (re.compile(r"(?<=\d)" + _SPACE + r"\s*(?=\d{3}(?!\d))"), ","),  # 3\,159
+    (re.compile(r"(?:" + _SPACE + r"|\s)*,(?:" + _SPACE + r"|\s)*"), ","),  # 3\!,\!159
+    (re.compile(r"^(?:" + _SPACE + r"|\s)+|(?:" + _SPACE + r"|\s)+$"), ""),
+    (re.compile(r"\s*(?:\^\s*\{?\s*\\circ\s*\}?|°|\\degree)$"), ""),  # 45^\circ, 45°
+    (re.compile(r"\s*(?:\\?%|\bpercent)$"), ""),  # 45\%
+    (re.compile(r"^\\?\$\s*"), ""),  # \$45
+    (re.compile(r"^\([A-E]\)(?:" + _SPACE + r"|\s)*(?=[+\-\d.])"), ""),  # (C) 45: an AMC choice and its value
+    (re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?\s*=\s*"), ""),  # x = 45
+    (re.compile("\u2212"), "-"),  # the Unicode minus sign
+)
 # math-verify and its pure-Python dependencies, bound read-only into the sandbox from this environment
 CHECKER_DISTRIBUTIONS = ("math-verify", "latex2sympy2_extended", "sympy", "mpmath", "antlr4-python3-runtime")
 LIBRARY_MOUNT = "/recreate-mathlib"
@@ -61,21 +98,45 @@ def checker_library_binds() -> tuple[tuple[str, str], ...]:
 
 
 def extract_answer(submission: str) -> str:
-    """The content of the last \\boxed{...} (or \\fbox{...}), else the submission without $ and spaces."""
+    """The content of the last \\boxed{...} (or \\fbox{...}), else the submission without $ and spaces
+    (or what it states in words: "The final answer is 42.")."""
     boxed = last_boxed(submission)
-    text = boxed if boxed is not None else submission
-    for _ in range(2):  # "$42$." and "$42.$" alike
-        text = text.strip().rstrip(".").strip().strip("$")
-    return unwrap_formatting(text.strip())
+    text = boxed if boxed is not None else stated_answer(submission)
+    return unwrap_formatting(unwrap_math(text))
+
+
+def unwrap_math(text: str) -> str:
+    """`$42$.` and `$42.$` -> `42`: the dollars around one math segment and a final period. Text with
+    several segments (`$1$, $2$`) keeps its dollars: stripping the outer ones would turn the text
+    between segments into math."""
+    for _ in range(2):
+        text = text.strip().rstrip(".").strip()
+        if "$" not in text.strip("$"):
+            text = text.strip("$")
+    return text.strip()
+
+
+def stated_answer(submission: str) -> str:
+    """What a submission that is one sentence stating its answer ("The answer is $42$.", "**42**")
+    states, else the submission itself."""
+    text = submission.strip()
+    if len(text) > MAX_STATED:
+        return text
+    for pattern in (_STATED, _BOLD):
+        match = pattern.fullmatch(text)
+        if match and "$" not in unwrap_math(match["answer"]):  # one answer, not "$1$, not $2$"
+            return match["answer"]
+    return text
 
 
 def unwrap_formatting(text: str) -> str:
-    """`\\textbf{(211) }` -> `211`: bold/text wrappers, and parentheses around a lone integer (not an
-    interval like `(1, 2)`)."""
-    previous = None
-    while previous != text:
+    """`\\textbf{(211) }` -> `211`: bold/text wrappers (at most MAX_WRAPPERS deep), and parentheses
+    around a lone integer (not an interval like `(1, 2)`)."""
+    for _ in range(MAX_WRAPPERS):
         previous = text
         text = _FORMATTING.sub(r"\1", text).strip()
+        if text == previous:
+            break
     if text.startswith("(") and text.endswith(")") and as_integer(text[1:-1]) is not None:
         text = text[1:-1].strip()
     return text
@@ -97,13 +158,32 @@ def last_boxed(text: str) -> str | None:
     return None  # unbalanced braces: no usable box
 
 
+def literal_form(answer: str) -> str:
+    """The literal an answer writes with decorations taken off: units (`45^\\circ`, `45\\%`, `\\$45`,
+    `45 miles`), LaTeX spacing (`3\\,159`), `x = 45`, an AMC choice before its value (`(C) 45`), the
+    Unicode minus. What is left must still be a literal: `45 or 46` and `2 pi` stay as they are."""
+    text = answer.strip()
+    if len(text) > MAX_DECORATED:
+        return text
+    for _ in range(len(_DECORATIONS)):
+        previous = text
+        for pattern, replacement in _DECORATIONS:
+            text = pattern.sub(replacement, text).strip()
+        unit = _UNIT.search(text)
+        if unit and not NOT_UNITS.intersection(unit["unit"].lower().split()):
+            text = text[: unit.start()].strip()
+        if text == previous:
+            break
+    return text
+
+
 def as_number(text: str) -> Fraction | None:
     """The value of a decimal literal ("073", "-3,159", "3{,}159", "0.50", "+.5"), else None: an
     expression, however simple (`88 + 94`, `1e3`, `\\frac{1}{2}`), is not a literal."""
     text = text.strip().replace("{,}", ",")
     if not _NUMBER.fullmatch(text):
         return None
-    return Fraction(text.replace(",", ""))
+    return Fraction(Decimal(text.replace(",", "")))  # Decimal: no limit on the digits of an int
 
 
 def as_integer(text: str) -> int | None:
@@ -165,7 +245,7 @@ class MathDomain(TaskFileDomain):
         details = {"expected": gold, "extracted": answer, "answer_format": kind}
         if kind == "expression":
             return self._verify_in_sandbox(gold, as_integer(gold), answer, sandbox, details)
-        got = as_number(answer)  # an integer answer's literal may be written `182.0`, never `91 * 2`
+        got = as_number(literal_form(answer))  # an integer's literal may be `182.0`, never `91 * 2`
         if got is None:
             return zero(
                 f"not an answer: {answer!r} is not a number literal; this task's answer is {kind}, so "

@@ -188,6 +188,10 @@ FORGERIES = {
         "class Anything:\n    def __eq__(self, other):\n        return True\n\n"
         "    __hash__ = None\nresult = Anything()"
     ),
+    "a fully masked array (numpy's asserts skip masked elements)": (
+        "import numpy as np\nresult = np.ma.masked_all(a.size)"
+    ),
+    "a masked array of zeros": "import numpy as np\nresult = np.ma.array(np.zeros(a.size), mask=True)",
     "forged result files with a pickle inside": (
         "import numpy as np, json, os\nnp.savez('../results.npz', a0=np.array([os.system], dtype=object))\n"
         "open('../results.json', 'w').write(json.dumps([{'t': 'dict', 'v': []}] * 2))\nos._exit(0)"

@@ -9,8 +9,9 @@ The child runs the problem's own `test_execution` twice, with `exec` replaced:
    no code) are handed to the problem's checks as if `exec` had produced them, figures rebuilt by
    ds1000_figure. Before a test case's own check, a result with no elements (a size-0 array, an empty
    list or frame...) where the expected answer has some fails: numpy's comparisons broadcast a size-0
-   array against anything and a `zip` over it checks nothing. The verdict is written to `verdict.json`
-   and only read by the host.
+   array against anything and a `zip` over it checks nothing; so does a masked array with elements
+   masked where the expected answer has none (numpy's testing asserts skip masked elements). The
+   verdict is written to `verdict.json` and only read by the host.
 """
 
 import contextlib
@@ -90,10 +91,30 @@ def size_of(value):
     return 1 if isinstance(value, Number) else None
 
 
-def empty_where_expected(result, expected, where="result"):
-    """Where `result` (or an item of it, walking lists, tuples and dicts shaped like `expected`) has no
-    elements and `expected` has some: None when nowhere."""
-    if size_of(result) == 0 and size_of(expected) not in (None, 0):
+def is_empty_where_expected(result, expected):
+    return size_of(result) == 0 and size_of(expected) not in (None, 0)
+
+
+def is_masked_where_expected(result, expected):
+    """`result` masks elements `expected` does not: numpy's testing asserts skip masked elements, so an
+    array with every element masked passes `assert_array_equal` (and `assert_allclose`) against anything."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None or not isinstance(result, numpy.ma.MaskedArray):
+        return False
+    mask = numpy.ma.getmaskarray(result)
+    if not mask.any():
+        return False
+    allowed = numpy.ma.getmaskarray(expected) if isinstance(expected, numpy.ma.MaskedArray) else False
+    try:
+        return bool((mask & ~numpy.broadcast_to(allowed, mask.shape)).any())
+    except ValueError:  # shapes that do not broadcast: the expected answer masks none of these elements
+        return True
+
+
+def find_where_expected(test, result, expected, where="result"):
+    """Where `test(result, expected)` holds for `result` or an item of it (walking lists, tuples and dicts
+    shaped like `expected`): None when nowhere."""
+    if test(result, expected):
         return where
     if isinstance(result, (list, tuple)) and isinstance(expected, (list, tuple)):
         pairs = enumerate(zip(result, expected, strict=True)) if len(result) == len(expected) else ()
@@ -102,10 +123,20 @@ def empty_where_expected(result, expected, where="result"):
     else:
         return None
     for key, (got, want) in pairs:
-        found = empty_where_expected(got, want, f"{where}[{key!r}]")
+        found = find_where_expected(test, got, want, f"{where}[{key!r}]")
         if found:
             return found
     return None
+
+
+def empty_where_expected(result, expected, where="result"):
+    """Where `result` (or an item of it) has no elements and `expected` has some: None when nowhere."""
+    return find_where_expected(is_empty_where_expected, result, expected, where)
+
+
+def masked_where_expected(result, expected, where="result"):
+    """Where `result` (or an item of it) masks elements `expected` does not: None when nowhere."""
+    return find_where_expected(is_masked_where_expected, result, expected, where)
 
 
 def record(namespace, solution):
@@ -154,6 +185,9 @@ def judge(namespace, solution, generated, outcomes):
             empty = expected and empty_where_expected(env["result"], expected[0])
             if empty:
                 raise AssertionError(f"{empty} is empty where the expected answer is not")
+            masked = expected and masked_where_expected(env["result"], expected[0])
+            if masked:
+                raise AssertionError(f"{masked} masks elements the expected answer does not mask")
 
     generate = namespace["generate_test_case"]
     namespace.update(generate_test_case=replayed_generate, exec=served_exec)
