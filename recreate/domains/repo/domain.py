@@ -91,13 +91,16 @@ class RepoDomain(TaskFileDomain):
             if self.image:
                 instance = replace(instance, environment=replace(instance.environment, image=self.image))
             self._instances[instance.instance_id] = instance
+            metadata = {"repo": instance.repo, "category": instance.repo, "split": instance.split}
+            if not instance.fail_to_pass:  # nothing would decide: every patch, even none, would resolve
+                metadata["invalid"] = f"{path}: {instance.instance_id} has no FAIL_TO_PASS tests"
             tasks.append(
                 Task(
                     id=instance.instance_id,
                     prompt=instance.problem_statement,
                     group=instance.group or instance.instance_id,
                     reference=instance.patch,
-                    metadata={"repo": instance.repo, "category": instance.repo, "split": instance.split},
+                    metadata=metadata,
                 )
             )
         return tasks

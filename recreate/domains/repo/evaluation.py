@@ -123,6 +123,8 @@ def _failure_lines(names: list[str], outcomes: dict[str, str], messages: dict[st
 def verdict(instance: RepoInstance, run: TestRun, timeout: float) -> Evaluation:
     """Resolved or not, with per-test feedback and the wall times (setup, tests, whole evaluation)."""
     details: dict[str, Any] = {"repo": instance.repo, "eval_wall_s": run.wall_s}
+    if not instance.fail_to_pass:
+        return zero(f"{instance.instance_id} has no FAIL_TO_PASS tests: nothing decides it", **details)
     if run.error:
         return zero(run.error, **details)
     report = run.report or {}

@@ -10,12 +10,14 @@ functions or registered a plugin is refused). This module refuses the rest by re
 - new modules that would shadow the standard library, pytest, pluggy or the judge where the tests
   import from (the repository root, its import folders, folders of test files that are not packages);
 - packaging metadata (*.dist-info, *.egg-info, *.pth, entry_points.txt: pytest loads plugins from
-  them) and compiled modules (*.pyc, *.so: they can replace a source the reviewer reads);
+  them), compiled modules (*.pyc, *.so: they can replace a source the reviewer reads) and Python
+  files sent as GIT binary patches (their code is in no added line); paths are read as git apply reads
+  them (C-quoted names unquoted, the first component stripped);
 - Python code (outside the test files, which the judge puts back) that introduces into a file a
   reference to the test framework's internals, the import machinery (sys.modules), atexit, builtins,
-  os._exit, frames or gc walking, dynamic code (exec/eval/__import__/importlib), ctypes, /proc, or the
-  judge's names. A file that already used the name (pytest's own repository, a project's import
-  hooks) may keep using it.
+  os._exit, os.exec*, frames or gc walking, dynamic code (exec/eval/__import__/importlib/runpy), ctypes,
+  /proc, or the judge's names (`import __main__` reaches the runner). A file that already used the
+  name (pytest's own repository, a project's import hooks) may keep using it.
 
 Residual risk: this is a static check, and code run in process can always do what Python allows; a
 determined obfuscation (e.g. getattr chains over objects the project already imports) is not proven
@@ -51,20 +53,81 @@ FORBIDDEN = (
     (re.compile(r"\batexit\b"), "atexit"),
     (re.compile(r"\bbuiltins\b|\b__builtins__\b"), "builtins"),
     (re.compile(r"\b_exit\b"), "os._exit"),
-    (re.compile(r"\b(settrace|setprofile|_getframe|get_referrers|get_objects)\b"), "frames or gc walking"),
-    (re.compile(r"\b__import__\b|\bimportlib\b|(?<![\w.])(exec|eval|compile)\s*\("), "dynamic code"),
+    (
+        re.compile(
+            r"\b(settrace|setprofile|_getframe|_current_frames|get_referrers|get_objects|currentframe"
+            r"|f_back|f_locals|f_globals|tb_frame|gi_frame|cr_frame|getouterframes|getinnerframes"
+            r"|walk_stack)\b|\binspect\s*\.\s*(stack|trace)\b"
+        ),
+        "frames or gc walking",
+    ),
+    (re.compile(r"\b(execv|execve|execl|execle|execlp|execlpe|execvp|execvpe|fexecve)\b"), "os.exec*"),
+    (
+        re.compile(
+            r"\b__import__\b|\bimportlib\b|\brunpy\b|\bzipimport\b|(?<![\w.])(exec|eval|compile)\s*\("
+        ),
+        "dynamic code",
+    ),
     (re.compile(r"\bctypes\b"), "ctypes"),
     (re.compile(r"/proc\b"), "/proc"),
-    (re.compile(r"recreate_repo|RECREATE|\bmarker\.txt\b|\bjob\.json\b"), "the judge's names"),
+    (
+        re.compile(
+            r"recreate_repo|RECREATE|\bmarker\.txt\b|\bjob\.json\b|\bimport\s+__main__\b"
+            r"|\bfrom\s+__main__\s+import\b"
+        ),
+        "the judge's names",
+    ),
 )
+
+
+_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13}
+_QUOTED_END = re.compile(r'"(?:[^"\\]|\\.)*"$')
 
 
 @dataclass
 class FileChange:
     path: str
     new: bool = False
+    binary: bool = False  # a GIT binary patch: its content is not in the added lines
     added: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)  # context and removed lines: the file as it was
+
+
+def unquote(name: str) -> str:
+    """A path as git apply reads it: git quotes one with special characters C-style
+    ("b/\\303\\251 x.py"), and a hand-written patch may quote any path."""
+    if len(name) < 2 or name[0] != '"' or name[-1] != '"':
+        return name
+    body, out, i = name[1:-1], bytearray(), 0
+    while i < len(body):
+        if body[i] == "\\" and i + 1 < len(body):
+            octal = re.match(r"[0-7]{1,3}", body[i + 1 : i + 4])
+            if octal:
+                out.append(int(octal.group(0), 8) & 0xFF)
+                i += 1 + len(octal.group(0))
+                continue
+            out += bytes([_ESCAPES[body[i + 1]]]) if body[i + 1] in _ESCAPES else body[i + 1].encode()
+            i += 2
+            continue
+        out += body[i].encode()
+        i += 1
+    return out.decode(errors="replace")
+
+
+def strip_prefix(path: str) -> str:
+    """The path git apply -p1 writes to: the first component (a/, b/ or any other) removed."""
+    return path.split("/", 1)[1] if "/" in path else path
+
+
+def _git_header_path(rest: str) -> str:
+    """The new path of a `diff --git A B` line (either name may be quoted, unquoted ones may hold spaces)."""
+    quoted = _QUOTED_END.search(rest)
+    if quoted:
+        return strip_prefix(unquote(quoted.group(0)))
+    if " b/" in rest:
+        return rest.split(" b/", 1)[1]
+    words = rest.split(" ")
+    return strip_prefix(" ".join(words[len(words) // 2 :]))
 
 
 def parse(patch: str) -> list[FileChange]:
@@ -76,22 +139,24 @@ def parse(patch: str) -> list[FileChange]:
     for i, line in enumerate(lines):
         following = lines[i + 1] if i + 1 < len(lines) else ""
         if line.startswith("diff --git "):
-            current, headed = FileChange(line.split(" b/", 1)[-1]), False
+            current, headed = FileChange(_git_header_path(line[len("diff --git ") :])), False
             changes.append(current)
         elif line.startswith("--- ") and following.startswith("+++ "):
             if current is None or headed:
                 current = FileChange("")
                 changes.append(current)
-            headed, target = True, following[4:].split("\t")[0]
+            headed, target = True, unquote(following[4:].split("\t")[0])
             current.new = current.new or line.startswith("--- /dev/null")
             if target != "/dev/null":
-                current.path = target[2:] if target.startswith("b/") else target
+                current.path = strip_prefix(target)
         elif current is None or (line.startswith("+++ ") and lines[i - 1].startswith("--- ")):
             continue
+        elif line.startswith(("GIT binary patch", "Binary files ")):
+            current.binary = True
         elif line.startswith(("new file mode", "rename to ", "copy to ")):
             current.new = True
             if " to " in line:
-                current.path = line.split(" to ", 1)[1]
+                current.path = unquote(line.split(" to ", 1)[1])
         elif line.startswith("+"):
             current.added.append(line[1:])
         elif line[:1] in ("-", " "):
@@ -151,6 +216,8 @@ def refusal(patch: str, tree: bytes | None, pythonpath: tuple[str, ...] = (".",)
             return f"{change.path}: a patch may not add packaging metadata (pytest loads plugins from it)"
         if name.endswith(COMPILED):
             return f"{change.path}: a patch may not add compiled modules; change the source"
+        if change.binary and name.endswith(IMPORTABLE):
+            return f"{change.path}: a patch may not change Python code as binary data; submit a text diff"
         if change.new or change.path not in base_names:
             shadowed = _shadowing(change.path, roots)
             if shadowed:

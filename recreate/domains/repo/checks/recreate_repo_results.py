@@ -14,8 +14,13 @@ The report is {"tests": {nodeid: passed|failed|skipped}, "messages": {nodeid: sh
 the parts of pytest and pluggy (functions, classes, their methods) that changed while the tests ran,
 plugins registered during the run by something other than pytest or a conftest.py, and plugins pytest
 loaded from packaging metadata inside the repository: the tested code runs in this process and could
-patch them, so the parent refuses a report that names any. With "trace" it also
-records the functions of the repository that the tests call (the task builder mutates only those).
+patch them, so the parent refuses a report that names any. This file's own module and the json
+modules it reports with are watched too (every attribute): what the runner does after the run is done
+with functions it took before any tested code ran. The report carries "exit", the status the runner
+then leaves with; a runner that finds anything changed, or its results pipe replaced, leaves with
+TAMPERED_EXIT instead, so a report forged in process (with a forged json, or written before killing
+the process) never matches how the process ended. With "trace" it also records the functions of the
+repository that the tests call (the task builder mutates only those).
 """
 
 import json
@@ -26,7 +31,10 @@ import types
 import pytest  # this file's folder holds nothing else, and no folder of the repository is on the path yet
 
 _RANK = {"passed": 0, "skipped": 1, "failed": 2}
-_WATCHED = ("_pytest", "pluggy", "pytest")
+_WATCHED = ("_pytest", "pluggy", "pytest")  # their functions and classes
+_KEPT = ("json",)  # what the report is written with: every attribute
+TAMPERED_EXIT = 99  # not one of pytest's exit codes (0-5)
+_MISSING = object()
 
 
 def _message(report):
@@ -35,20 +43,39 @@ def _message(report):
     return text.strip()[:500]
 
 
-def _framework_state():
-    """(module, name) -> object for the functions and classes of pytest and pluggy, and the
-    attributes of those classes: what code patching the framework in process would change."""
-    state = {}
+def _watched_modules():
+    """(name, module, every attribute?) for pytest, pluggy, json and this file's own module."""
+    modules = [(__name__, sys.modules[__name__], True)]
     for name, module in list(sys.modules.items()):
-        if not isinstance(module, types.ModuleType) or name.split(".")[0] not in _WATCHED:
-            continue
+        top = name.split(".")[0]
+        if isinstance(module, types.ModuleType) and top in _WATCHED + _KEPT:
+            modules.append((name, module, top in _KEPT))
+    return modules
+
+
+def _framework_state(modules, vars=vars, list=list, isinstance=isinstance, kinds=(type, types.FunctionType)):
+    """(module, name) -> object for the functions and classes of `modules` (every attribute of those
+    marked so), and the attributes of their classes: what code patching them in process would change.
+    Builtins are bound as defaults: a global of this module shadowing one cannot blind the check."""
+    state = {}
+    for name, module, every in modules:
         for attribute, value in list(vars(module).items()):
-            if isinstance(value, (type, types.FunctionType)):
+            if every or isinstance(value, kinds):
                 state[(name, attribute)] = value
             if isinstance(value, type) and value.__module__ == name:
                 for member, inner in list(vars(value).items()):
-                    state[(name, f"{attribute}.{member}")] = inner
+                    state[(name, attribute + "." + member)] = inner
     return state
+
+
+def _changes(before, now, every, sorted=sorted, isinstance=isinstance, module=types.ModuleType):
+    """The names whose object changed, and the attributes added to the modules watched whole (but
+    submodules: importing json.tool adds `tool` to json)."""
+    changed = [".".join(key) for key, value in before.items() if now.get(key, _MISSING) is not value]
+    for key, value in now.items():
+        if key not in before and key[0] in every and not isinstance(value, module):
+            changed.append(".".join(key))
+    return sorted(changed)
 
 
 class Results:
@@ -57,7 +84,10 @@ class Results:
         self.covered = set()
         self.root = os.path.realpath(root) + os.sep
         self.trace = trace
-        self.framework = _framework_state()
+        self.modules = _watched_modules()
+        self.every = {name for name, _, every in self.modules if every}
+        self.state_of, self.changes = _framework_state, _changes  # the originals, kept on the object
+        self.framework = _framework_state(self.modules)
         self.plugins = None
         self.pluginmanager = None
         self.loaded_from_repo = []  # plugins the repository's packaging metadata made pytest load
@@ -103,8 +133,7 @@ class Results:
                 sys.setprofile(None)
 
     def tampered(self):
-        now = _framework_state()
-        changed = sorted(".".join(key) for key, value in self.framework.items() if now.get(key) is not value)
+        changed = self.changes(self.framework, self.state_of(self.modules), self.every)
         changed += self.loaded_from_repo
         if self.pluginmanager is not None and self.plugins is not None:
             for plugin in self.pluginmanager.get_plugins():
@@ -112,13 +141,14 @@ class Results:
                     changed.append("plugin registered during the run: " + repr(plugin)[:100])
         return changed
 
-    def report(self):
+    def report(self, tampered, exit_code):
         return {
             "tests": self.tests,
             "messages": self.messages,
             "collect_errors": self.collect_errors,
             "covered": sorted(self.covered),
-            "tampered": self.tampered(),
+            "tampered": tampered,
+            "exit": exit_code,
         }
 
 
@@ -130,16 +160,27 @@ def _legitimate_plugin(plugin):
     return module.split(".")[0] in _WATCHED
 
 
-def _write_all(fd, data):
+def _write_all(write, fd, data):
     while data:
-        data = data[os.write(fd, data) :]
+        data = data[write(fd, data) :]
+
+
+def _pipe_identity(fstat, fd):
+    try:
+        stat = fstat(fd)
+    except OSError:
+        return None
+    return (stat.st_dev, stat.st_ino)
 
 
 def main():
+    # taken before any tested code runs (it runs in this process and may replace what these name)
+    write, fstat, leave, dumps = os.write, os.fstat, os._exit, json.dumps
     job_fd, results_fd = int(sys.argv[1]), int(sys.argv[2])
     with os.fdopen(job_fd) as handle:
         job = json.load(handle)
     os.set_inheritable(results_fd, False)
+    pipe = _pipe_identity(fstat, results_fd)
     del sys.path[0]  # this file's folder
     stdlib_end = next(
         (i for i, p in enumerate(sys.path) if os.path.basename(p) in ("site-packages", "dist-packages")),
@@ -148,12 +189,18 @@ def main():
     sys.path[stdlib_end:stdlib_end] = job["paths"]
     sys.argv = [os.path.join(os.path.dirname(pytest.__file__), "__main__.py"), *job["args"]]
     results = Results(job["root"], job.get("trace", False))
+    tampered, report = results.tampered, results.report
     code = pytest.main(job["args"], plugins=[results])
-    _write_all(results_fd, (job["nonce"] + "\n" + json.dumps(results.report())).encode())
-    os.close(results_fd)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(int(code))
+    changed = tampered()
+    if _pipe_identity(fstat, results_fd) != pipe:
+        changed.append("the results pipe was closed or replaced")
+    exit_code = TAMPERED_EXIT if changed else int(code)
+    _write_all(write, results_fd, (job["nonce"] + "\n" + dumps(report(changed, exit_code))).encode())
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        leave(exit_code)
 
 
 if __name__ == "__main__":

@@ -30,16 +30,23 @@ PROTECTED_NAMES = {
     "sitecustomize.py",
     "usercustomize.py",
     ".pytest.ini",
+    "pytest.toml",  # read by pytest 9 and later, before every other configuration file
+    ".pytest.toml",
 }
 PROTECTED_TOP = {"_pytest", "pluggy", "pytest"}
 OUTPUT_TAIL = 3000
 PLUGIN = "recreate_repo_results.py"
 READ_LIMIT = 64 * 1024 * 1024
+TAMPERED_EXIT = 99  # how the runner leaves when it found pytest, json or itself changed
 
 
-def is_protected(relpath):
+def is_protected(relpath, named=()):
+    """A test file or test configuration by its name, or a file the instance's test ids name (`named`:
+    those decide the verdict whatever they are called, e.g. under `python_files = checks.py`)."""
     parts = relpath.split("/")
     name = parts[-1]
+    if any("/".join(parts[:depth]) in named for depth in range(1, len(parts) + 1)):
+        return True
     if any(part in TEST_DIRS for part in parts[:-1]) or parts[0] in PROTECTED_TOP:
         return True
     if name in PROTECTED_NAMES or name.endswith(".pth"):
@@ -47,7 +54,7 @@ def is_protected(relpath):
     return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
 
 
-def protected_files(root):
+def protected_files(root, named=()):
     """relative path -> ("file", bytes, mode) | ("link", target) for every protected entry under root."""
     found = {}
     for folder, dirs, files in os.walk(root):
@@ -56,7 +63,7 @@ def protected_files(root):
         for name in entries:
             path = os.path.join(folder, name)
             rel = os.path.relpath(path, root).replace(os.sep, "/")
-            if not is_protected(rel):
+            if not is_protected(rel, named):
                 continue
             if os.path.islink(path):
                 found[rel] = ("link", os.readlink(path))
@@ -75,9 +82,9 @@ def _real_parent(root, rel):
         os.makedirs(current, exist_ok=True)
 
 
-def restore_protected(root, before):
+def restore_protected(root, before, named=()):
     """Put protected files back as `before` has them; delete protected files the patch added."""
-    after = protected_files(root)
+    after = protected_files(root, named)
     restored = []
     for rel in sorted(set(before) | set(after)):
         if before.get(rel) == after.get(rel):
@@ -167,6 +174,20 @@ def read_channel(data, nonce):
     return report, None
 
 
+def ending_problem(report, code):
+    """Why a well-signed report still is not the runner's, judged by how its process ended: the runner
+    leaves with the status its report names ("exit"); tested code that wrote a report and then killed
+    or ended the process cannot make the two agree. Marks the report tampered for TAMPERED_EXIT."""
+    if code != report.get("exit"):
+        return (
+            f"the test process ended with status {code}, not the {report.get('exit')} its report names: "
+            "the report was not the runner's or the process was ended before the runner finished"
+        )
+    if code == TAMPERED_EXIT and not report.get("tampered"):
+        report["tampered"] = ["the runner's own checks (it left as a runner that found a change)"]
+    return None
+
+
 def run_tests(job, root, work):
     """Run the tests with the runner (recreate_repo_results.py) in a child process; its report comes
     over a pipe, signed with a nonce the tested code never sees in its environment or arguments."""
@@ -208,6 +229,9 @@ def run_tests(job, root, work):
     reader.join(timeout=5)  # a process the tests left behind may still hold the channel open
     elapsed = time.monotonic() - started
     results, channel_error = read_channel(chunks[0] if chunks else b"", nonce)
+    if results is not None and not timed_out:
+        channel_error = ending_problem(results, code)
+        results = None if channel_error else results
     run = {"pytest_exit": code, "timed_out": timed_out, "tests_s": round(elapsed, 3)}
     if channel_error and not timed_out:
         run["channel_error"] = channel_error
@@ -240,13 +264,14 @@ def main():
 
     started = time.monotonic()
     set_up(job, root)
-    before = protected_files(root)
+    named = {os.path.normpath(f).replace(os.sep, "/") for f in job.get("test_files", [])}
+    before = protected_files(root, named)
     if job.get("submission"):
         applied, message = apply_patch(root, os.path.join(work, job["submission"]))
         if not applied:
             emit(stage="apply", applied=False, apply_error=message)
             return 0
-    emit(applied=True, restored=restore_protected(root, before))
+    emit(applied=True, restored=restore_protected(root, before, named))
     if job.get("test_patch"):
         applied, message = apply_patch(root, os.path.join(work, job["test_patch"]))
         if not applied:
