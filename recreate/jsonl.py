@@ -30,9 +30,11 @@ def append_jsonl(
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """The JSON objects of a JSON-lines file, in order. A line that is not one (torn by a killed
-    writer) is skipped with a warning naming the file and line."""
+    writer) is skipped with a warning naming the file and line. Lines end at newlines only: the rows
+    are written with ensure_ascii=False, so a string may hold U+2028 or U+0085, where splitlines() splits."""
     rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+    text = path.read_text(encoding="utf-8-sig", errors="replace")
+    for n, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:

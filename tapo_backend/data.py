@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import jinja2
 import torch
 
 from recreate.experience.schema import Trajectory
@@ -46,6 +47,8 @@ from tapo_backend.logged import (
 )
 
 DEFAULT_MAX_LENGTH = 8192  # tokens per trajectory when the config sets none; longer ones are cut
+# what a tokenizer or chat template raises for one odd trajectory (a template's raise_exception included)
+TOKENIZER_ERRORS: tuple[type[Exception], ...] = (TypeError, ValueError, LookupError, jinja2.TemplateError)
 
 
 class TemplateError(DataError):
@@ -148,6 +151,7 @@ def tokenize_trajectory(
     messages = traj.messages
     if not any(model_turn(m) for m in messages):
         raise DataError("no assistant messages")
+    _require_text(messages)
     logged = logged_turns(traj)
     ids: list[int] = []
     mask: list[int] = []
@@ -211,6 +215,26 @@ def tokenize_trajectory(
     )
 
 
+def _require_text(messages: list[dict[str, Any]]) -> None:
+    """DataError for a message no tokenizer can encode: an unpaired surrogate (JSON's "\\ud800" escape,
+    left by a logger that cut a character in half) is no text."""
+    for index, message in enumerate(messages):
+        content = message.get("content")
+        if isinstance(content, str) and _has_surrogate(content):
+            raise DataError(
+                f"message {index} ({message.get('role')}) holds an unpaired UTF-16 surrogate, not text; "
+                "re-log it as UTF-8 or drop the trajectory"
+            )
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def _trailing_space(text: str) -> str:
     return text[len(text.rstrip()) :]
 
@@ -250,6 +274,9 @@ def build_dataset(
             raise
         except DataError as exc:
             skipped.append(Skipped(logged.source, str(exc), UNTOKENIZABLE))
+        except TOKENIZER_ERRORS as exc:  # the tokenizer or the template refused this one trajectory
+            reason = f"the tokenizer refused it ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
+            skipped.append(Skipped(logged.source, reason, UNTOKENIZABLE))
     if strict:
         refuse(skipped)
     warn_about_logs(examples, skipped, on_mismatch)

@@ -47,3 +47,33 @@ def test_cli_error_line_masks_a_url_password(tmp_path):
     )  # fmt: skip
     assert done.returncode != 0 and f"user:{MASK}@127.0.0.1:9" in done.stderr  # the endpoint is named...
     assert "hunter2secretpw" not in done.stdout + done.stderr  # ...without its password
+
+
+def test_counts_named_like_secrets_are_not_secrets(monkeypatch):
+    """MAX_TOKENS=131072 masked every 131072 (token ids, counts), breaking numbers in redacted JSON."""
+    from recreate.redact import is_secret_name
+
+    monkeypatch.setenv("OPENAI_MAX_TOKENS", "131072")
+    monkeypatch.setenv("HF_TOKENIZER", "org/tokenizer-name")
+    assert not is_secret_name("OPENAI_MAX_TOKENS") and not is_secret_name("HF_TOKENIZER")
+    assert is_secret_name("HF_TOKEN") and is_secret_name("GITHUB_TOKEN") and is_secret_name("TOKEN_SECRET")
+    assert is_secret_name("MAX_TOKENS_API_KEY") and is_secret_name("TOKENIZER_PASSWORD")
+    assert (
+        redact('{"ids": [131072], "t": "org/tokenizer-name"}')
+        == '{"ids": [131072], "t": "org/tokenizer-name"}'
+    )
+
+
+def test_redact_data_masks_strings_and_keys_but_not_numbers(monkeypatch):
+    from recreate.redact import redact_data
+
+    monkeypatch.setenv("SERVICE_PASSWORD", '424242"q')
+    data = {"ids": [424242], 'k424242"q': ['pin 424242"q', 1.5, None, True]}
+    assert redact_data(data) == {"ids": [424242], f"k{MASK}": [f"pin {MASK}", 1.5, None, True]}
+
+
+def test_common_key_shapes_are_masked():
+    keys = ["ghp_" + "a1" * 18, "github_pat_" + "B2" * 20, "glpat-" + "c3" * 10, "hf_" + "D4" * 17]
+    out = redact("keys: " + " ".join(keys))
+    assert not [key for key in keys if key in out] and out.count(MASK) == len(keys)
+    assert redact("hf_hub_download and ghp_short") == "hf_hub_download and ghp_short"

@@ -32,7 +32,7 @@ from recreate.experience.schema import (
     utcnow,
 )
 from recreate.models import endpoint_host, price_call
-from recreate.redact import redact
+from recreate.redact import redact_data
 
 STEP_LOG_SUFFIX = ".steps.jsonl"
 SAMPLING_FIELDS = (
@@ -222,7 +222,7 @@ class TrajectoryRecorder:
             code_version=code_version(),
             metadata=dict(state.get("metadata") or {}),
         )
-        return Trajectory.model_validate_json(redact(traj.to_json()))
+        return Trajectory.model_validate(redact_data(traj.model_dump()))
 
     def begin(self, state: dict[str, Any], messages: list[BaseMessage]) -> None:
         """Start the step log: the run's header and its first messages."""
@@ -237,9 +237,9 @@ class TrajectoryRecorder:
         path = self.log_path(trajectory_id)
         if path is None:
             return
-        line = json.dumps({"messages": openai_messages(messages), "step": step}, ensure_ascii=False)
+        entry = redact_data({"messages": openai_messages(messages), "step": step})
         with path.open("a", encoding="utf-8") as log:
-            log.write(redact(line) + "\n")
+            log.write(json.dumps(entry, ensure_ascii=False) + "\n")
 
     def save(self, trajectory: Trajectory) -> Path | None:
         path = self.path_for(trajectory.trajectory_id)

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 SCHEMA_VERSION = 1
 # `name` of the messages that show a scaffold's worked examples: context, not the model's own turns
@@ -162,6 +162,8 @@ def migrate(doc: dict[str, Any]) -> dict[str, Any]:
     version = doc.get("schema_version")
     while version != SCHEMA_VERSION:
         step = MIGRATIONS.get(version) if isinstance(version, int) else None
+        if isinstance(version, str) and version.strip() == str(SCHEMA_VERSION):
+            raise SchemaError(f"schema_version is the text {version!r}; write the number {SCHEMA_VERSION}")
         if step is None:
             raise SchemaError(
                 f"unknown trajectory schema_version {version!r} (this build reads {SCHEMA_VERSION})"
@@ -189,8 +191,25 @@ def load_trajectory(source: str | Path | dict[str, Any]) -> Trajectory:
         return Trajectory.model_validate(migrate(doc))
     except SchemaError:
         raise
-    except Exception as exc:  # pydantic.ValidationError: report it as a schema problem
-        raise SchemaError(str(exc)) from exc
+    except ValidationError as exc:
+        raise SchemaError(validation_summary(exc)) from exc
+    except Exception as exc:  # a migration that failed on an odd document: a schema problem too
+        raise SchemaError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def validation_summary(exc: ValidationError, shown: int = 3) -> str:
+    """A pydantic error in one line: `field.path: problem (got value)`, the first `shown` of them."""
+    parts = []
+    for error in exc.errors()[:shown]:
+        where = ".".join(str(part) for part in error["loc"]) or "trajectory"
+        if error["type"] == "missing":
+            parts.append(f"{where}: {error['msg']}")
+            continue
+        got = repr(error.get("input"))
+        got = got if len(got) <= 60 else got[:57] + "..."
+        parts.append(f"{where}: {error['msg']} (got {got})")
+    more = f" (and {exc.error_count() - shown} more)" if exc.error_count() > shown else ""
+    return "; ".join(parts) + more
 
 
 SCHEMA_FILE = Path(__file__).with_name("trajectory.schema.json")

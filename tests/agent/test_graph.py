@@ -326,3 +326,23 @@ def test_an_output_too_long_to_keep_is_not_submitted_by_the_marker(openai_server
     out = _agent(openai_server, bwrap, tmp_path, action_format="text").invoke({"task": "Print a lot"})
     assert out["submission"] == "short" and out["steps"] == 2
     assert "Not submitted" in openai_server.requests[1]["messages"][-1]["content"]
+
+
+def test_a_secret_json_would_escape_reaches_neither_the_trajectory_nor_the_step_log(
+    openai_server, bwrap, tmp_path, monkeypatch
+):
+    secret = 'pa"ss\\word-0123456789'  # JSON text holds it escaped: redacting that text missed it
+    monkeypatch.setenv("DB_PASSWORD", secret)
+    openai_server.enqueue(
+        tool_call("bash", {"command": "echo hi"}), tool_call("submit", {"answer": f"42 {secret}"})
+    )
+    agent = _agent(openai_server, bwrap, tmp_path)
+    out = agent.invoke({"task": "Say 42.", "task_id": "secret-quote"})
+    assert out["exit_status"] == "submitted"
+    written = [p for p in (tmp_path / "traj").rglob("*") if p.is_file()]
+    assert len(written) >= 1
+    for path in written:
+        text = path.read_text()
+        assert secret not in text and json.dumps(secret)[1:-1] not in text
+    traj = load_trajectory(tmp_path / "traj" / f"{out['trajectory_id']}.json")
+    assert traj.outcome.submission == "42 ***"

@@ -30,11 +30,12 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import math
 import re
 import shlex
 import threading
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from recreate.config import load_settings
@@ -106,14 +107,29 @@ def as_evaluation(value: Any) -> Evaluation:
     if isinstance(value, bool):
         return Evaluation(score=float(value), passed=value, feedback="passed" if value else "failed")
     if isinstance(value, int | float):
+        if not math.isfinite(value):
+            return zero(f"the evaluator returned {value}, not a score; return a number in 0..1")
         score = min(max(float(value), 0.0), 1.0)
         return Evaluation(score=score, passed=score >= 1.0, feedback=f"score {score:g}")
     if isinstance(value, dict) and isinstance(value.get("score"), int | float | bool):
+        problem = _verdict_problem(value)
+        if problem:
+            return zero(problem)
         score = min(max(float(value["score"]), 0.0), 1.0)
         passed = bool(value["passed"]) if "passed" in value else score >= 1.0
         extra = {k: v for k, v in value.items() if k not in ("score", "passed", "feedback")}
         return Evaluation(score=score, passed=passed, feedback=str(value.get("feedback", "")), details=extra)
     return zero(f"the evaluator returned {type(value).__name__}, not a score; return a dict with 'score'")
+
+
+def _verdict_problem(value: dict[str, Any]) -> str | None:
+    """Why a reported verdict cannot be read as one (NaN would poison every mean; the string "false"
+    is truthy), else None."""
+    if not math.isfinite(value["score"]):
+        return f"the evaluator reported score {value['score']}, not a number in 0..1; report a finite score"
+    if "passed" in value and not isinstance(value["passed"], bool | int | float):
+        return f"the evaluator reported passed={value['passed']!r}, not true or false; report a JSON boolean"
+    return None
 
 
 class JsonlDomain(TaskFileDomain):
@@ -285,7 +301,10 @@ class JsonlDomain(TaskFileDomain):
 
 
 def _last_json_line(stdout: str) -> dict[str, Any] | None:
-    for line in reversed(stdout.strip().splitlines()):
+    """The last line of `stdout` that is a JSON object with a score. Lines end at newlines only: a verdict
+    echoing the submission may hold U+2028 or U+0085 unescaped (json.dumps with ensure_ascii=False), and
+    splitting there would drop the verdict and leave the exit code (0: a pass) to judge."""
+    for line in reversed(stdout.strip().split("\n")):
         line = line.strip()
         if line.startswith("{"):
             try:
@@ -318,6 +337,9 @@ def _load_file(path: Path) -> list[Task]:
         if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
             problems.append("'files' must map paths to text")
             files = {}
+        outside = next((name for name in files if _leaves_workspace(name)), None)
+        if outside is not None:
+            problems.append(f"'files' path {outside!r} leaves the workspace; use a relative path inside it")
         if problems:
             metadata["invalid"] = f"{path}:{number}: {'; '.join(problems)}"
         tasks.append(
@@ -332,3 +354,10 @@ def _load_file(path: Path) -> list[Task]:
     if not tasks:
         raise DomainDataError(f"{path}: no tasks in the file")
     return tasks
+
+
+def _leaves_workspace(name: str) -> bool:
+    """A task file's path that is absolute or climbs out with `..` (the sandbox would refuse it at
+    every rollout, each an error)."""
+    path = PurePosixPath(name.replace("\\", "/"))
+    return not name or path.is_absolute() or ".." in path.parts

@@ -10,7 +10,13 @@ import json
 from pathlib import Path
 
 from recreate.experience.importers import langsmith, miniswe, openai_chat
-from recreate.experience.importers.common import ImportBatch, ImportFormatError, redacted
+from recreate.experience.importers.common import (
+    ImportBatch,
+    ImportFormatError,
+    describe,
+    redacted,
+    storable_problem,
+)
 from recreate.experience.schema import SchemaError, load_trajectory
 from recreate.redact import redact
 
@@ -18,18 +24,33 @@ FORMATS = ("auto", "trajectory", "mini-swe-agent", "openai", "langsmith")
 _SUFFIXES = (".json", ".jsonl")
 
 
+def read_text(path: Path) -> str:
+    """A log file's text: UTF-8, a leading byte-order mark dropped, undecodable bytes replaced."""
+    return path.read_text(encoding="utf-8-sig", errors="replace")
+
+
+def split_lines(text: str) -> list[str]:
+    """JSONL lines, split at newlines only: a JSON string may hold U+2028 or U+0085 unescaped
+    (ensure_ascii=False), where str.splitlines() would cut a record in two."""
+    return text.split("\n")
+
+
 def _first_record(path: Path) -> object:
     """The first JSON value of a file: the whole document, or the first parseable line of JSONL."""
-    text = path.read_text(encoding="utf-8", errors="replace")
+    text = read_text(path)
     try:
         return json.loads(text)
-    except json.JSONDecodeError:
-        for line in text.splitlines():
-            try:
-                return json.loads(line)
-            except json.JSONDecodeError:
-                continue
-    raise ImportFormatError(f"{path}: no JSON found")
+    except json.JSONDecodeError as exc:
+        whole = exc
+    for line in split_lines(text):
+        try:
+            return json.loads(line)
+        except json.JSONDecodeError:
+            continue
+    raise ImportFormatError(
+        f"{path}: not JSON ({whole.msg} at line {whole.lineno} column {whole.colno}); a truncated or "
+        "non-UTF-8 file? re-export it as UTF-8 JSON or JSONL"
+    )
 
 
 def detect(path: Path) -> str:
@@ -53,25 +74,46 @@ def detect(path: Path) -> str:
     raise ImportFormatError(f"{path}: cannot tell the format; pass one of {', '.join(FORMATS[1:])}")
 
 
-def _read_trajectories(path: Path) -> ImportBatch:
-    batch = ImportBatch()
-    text = path.read_text(encoding="utf-8", errors="replace")
-    lines = [text] if path.suffix == ".json" else text.splitlines()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path}" if path.suffix == ".json" else f"{path}:{number}"
+def _documents(path: Path) -> list[tuple[str, object]]:
+    """(where, parsed JSON or the JSONDecodeError) for each document: a .json file is one document or
+    an array of them, a .jsonl file one a line."""
+    text = read_text(path)
+    if path.suffix != ".json":
+        lines = [(f"{path}:{n}", line) for n, line in enumerate(split_lines(text), 1) if line.strip()]
+    else:
+        lines = [(str(path), text)]
+    found: list[tuple[str, object]] = []
+    for where, line in lines:
         try:
             doc = json.loads(line)
         except json.JSONDecodeError as exc:
-            batch.errors.append(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})")
+            found.append((where, exc))
+            continue
+        if path.suffix == ".json" and isinstance(doc, list):
+            found += [(f"{where}[{i}]", item) for i, item in enumerate(doc)]
+        else:
+            found.append((where, doc))
+    return found
+
+
+def _read_trajectories(path: Path) -> ImportBatch:
+    batch = ImportBatch()
+    for where, doc in _documents(path):
+        if isinstance(doc, json.JSONDecodeError):
+            batch.errors.append(f"{where}: not valid JSON ({doc.msg} at column {doc.colno}); fix or drop it")
             continue
         try:
             if not isinstance(doc, dict):
                 raise SchemaError("a trajectory must be a JSON object")
-            batch.trajectories.append(load_trajectory(doc))
+            trajectory = load_trajectory(doc)
         except SchemaError as exc:
             batch.errors.append(f"{where}: {exc}")
+            continue
+        problem = storable_problem(trajectory)
+        if problem:
+            batch.errors.append(f"{where}: {problem}")
+        else:
+            batch.trajectories.append(trajectory)
     return batch
 
 
@@ -86,7 +128,7 @@ def read_file(path: Path, fmt: str = "auto", *, domain: str | None = None) -> Im
         return langsmith.read(path, **extra)
     if fmt == "mini-swe-agent":
         try:
-            doc = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+            doc = json.loads(read_text(path))
         except json.JSONDecodeError as exc:
             return ImportBatch(errors=[f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})"])
         if not isinstance(doc, dict):
@@ -104,15 +146,23 @@ def read_path(path: str | Path, fmt: str = "auto", *, domain: str | None = None)
     batch = ImportBatch()
     for file in files:
         try:
-            batch.extend(read_file(file, fmt, domain=domain))
+            part = read_file(file, fmt, domain=domain)
         except (ImportFormatError, ValueError, OSError) as exc:
-            batch.errors.append(str(exc) if str(file) in str(exc) else f"{file}: {exc}")
+            said = describe(exc)
+            batch.errors.append(said if str(file) in said else f"{file}: {said}")
+            continue
         except Exception as exc:  # a shape no importer expected: this file fails, the others import
             batch.errors.append(f"{file}: cannot import ({type(exc).__name__}: {exc})")
-    return ImportBatch(
-        trajectories=[redacted(trajectory) for trajectory in batch.trajectories],
-        errors=[redact(error) for error in batch.errors],
-    )
+            continue
+        batch.errors += part.errors
+        for trajectory in part.trajectories:
+            problem = storable_problem(trajectory)
+            if problem:
+                where = trajectory.metadata.get("source") or f"{file} ({trajectory.trajectory_id})"
+                batch.errors.append(f"{where}: {problem}")
+            else:
+                batch.trajectories.append(redacted(trajectory))
+    return ImportBatch(trajectories=batch.trajectories, errors=[redact(error) for error in batch.errors])
 
 
 __all__ = ["FORMATS", "ImportBatch", "ImportFormatError", "detect", "read_path"]

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from recreate.experience.schema import Trajectory
-from recreate.redact import redact
+from pydantic import ValidationError
+
+from recreate.experience.schema import Trajectory, validation_summary
+from recreate.redact import redact_data
 
 _MESSAGE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
 
@@ -28,8 +31,36 @@ class ImportBatch:
 
 
 def redacted(trajectory: Trajectory) -> Trajectory:
-    """The trajectory with every secret of our environment masked, as the recorder stores runs."""
-    return Trajectory.model_validate_json(redact(trajectory.to_json()))
+    """The trajectory with every secret of our environment masked in each of its strings (keys too)."""
+    return Trajectory.model_validate(redact_data(trajectory.model_dump()))
+
+
+def non_finite(value: Any, where: str = "") -> str | None:
+    """The path of the first NaN or infinite number in `value` (JSON-like), else None: JSON cannot
+    hold one (the stored file would say null, which no longer loads)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{where or 'value'} is {value}"
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = non_finite(item, f"{where}.{key}" if isinstance(key, str) else f"{where}[{key}]")
+        if found:
+            return found
+    return None
+
+
+def storable_problem(trajectory: Trajectory) -> str | None:
+    """Why `trajectory` cannot be stored as it is, with the fix, else None."""
+    found = non_finite(trajectory.model_dump())
+    if found:
+        return f"{found.lstrip('.')}, not a finite number; fix or drop that value in the log"
+    return None
+
+
+def describe(exc: Exception) -> str:
+    """One line for an importer's error: a pydantic error as `field: problem (got value)`."""
+    if isinstance(exc, ValidationError):
+        return validation_summary(exc)
+    return " ".join(str(exc).split())
 
 
 def stable_id(prefix: str, content: Any) -> str:

@@ -16,7 +16,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from recreate.experience.importers.common import ImportBatch, ImportFormatError, as_text, safe_id
+from recreate.experience.importers.common import (
+    ImportBatch,
+    ImportFormatError,
+    as_text,
+    describe,
+    safe_id,
+)
 from recreate.experience.schema import (
     Evaluation,
     ModelInfo,
@@ -177,18 +183,20 @@ def convert_trace(runs: list[dict[str, Any]], *, source: str, domain: str = "lan
 
 
 def load_runs(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    text = path.read_text(encoding="utf-8", errors="replace")
+    text = path.read_text(encoding="utf-8-sig", errors="replace")
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
         runs, errors = [], []
-        for number, line in enumerate(text.splitlines(), start=1):
+        for number, line in enumerate(text.split("\n"), start=1):  # not splitlines(): U+2028 is text
             if line.strip():
                 try:
                     runs.append(json.loads(line))
                 except json.JSONDecodeError as exc:
                     errors.append(f"{path}:{number}: not valid JSON ({exc.msg} at column {exc.colno})")
         return runs, errors
+    if isinstance(data, dict) and "runs" not in data and "run_type" in data:
+        data = [data]  # a JSONL export of a single run
     runs = data.get("runs") if isinstance(data, dict) else data
     if not isinstance(runs, list):
         raise ImportFormatError(f"{path}: expected a list of runs or {{'runs': [...]}}")
@@ -208,5 +216,7 @@ def read(path: Path, *, domain: str = "langsmith") -> ImportBatch:
         try:
             batch.trajectories.append(convert_trace(trace_runs, source=f"{path}#{trace_id}", domain=domain))
         except (ImportFormatError, ValueError) as exc:
-            batch.errors.append(f"{path}: trace {trace_id}: {exc}")
+            batch.errors.append(f"{path}: trace {trace_id}: {describe(exc)}")
+        except Exception as exc:  # a shape no check foresaw: this trace fails, the others import
+            batch.errors.append(f"{path}: trace {trace_id}: cannot import ({type(exc).__name__}: {exc})")
     return batch

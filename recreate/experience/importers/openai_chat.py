@@ -18,6 +18,7 @@ from recreate.experience.importers.common import (
     ImportFormatError,
     as_text,
     clean_message,
+    describe,
     parse_json_args,
     safe_id,
     stable_id,
@@ -51,10 +52,31 @@ def _steps(messages: list[dict[str, Any]]) -> list[Step]:
     return steps
 
 
-def convert(record: dict[str, Any], *, source: str, domain: str = "chat") -> Trajectory:
+def _shape_problem(record: dict[str, Any]) -> str | None:
+    """What makes `record` no OpenAI chat conversation, with the fix, else None."""
     messages = record.get("messages")
     if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m for m in messages):
-        raise ImportFormatError("no 'messages' list of {role, content} objects")
+        return "no 'messages' list of {role, content} objects"
+    metadata = record.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        return f"'metadata' is {type(metadata).__name__}; it must be an object"
+    score = {**record, **metadata}.get("score")
+    if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
+        return f"'score' is {score!r}; it must be a number"
+    for number, message in enumerate(messages):
+        calls = message.get("tool_calls") or []
+        if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
+            return f"messages[{number}].tool_calls must be a list of {{id, function}} objects"
+        if not all(isinstance(c.get("function") or {}, dict) for c in calls):
+            return f"messages[{number}].tool_calls[].function must be a {{name, arguments}} object"
+    return None
+
+
+def convert(record: dict[str, Any], *, source: str, domain: str = "chat") -> Trajectory:
+    problem = _shape_problem(record)
+    if problem:
+        raise ImportFormatError(problem)
+    messages = record["messages"]
     meta = {**record, **(record.get("metadata") or {})}
     meta.pop("messages", None)
     meta.pop("metadata", None)
@@ -73,7 +95,7 @@ def convert(record: dict[str, Any], *, source: str, domain: str = "chat") -> Tra
         trajectory_id=safe_id("oai", str(raw_id)) if raw_id else stable_id("oai", record),
         task_id=str(meta.get("task_id") or stable_id("task", messages[:2])),
         domain=str(meta.get("domain") or domain),
-        run_id=meta.get("run_id"),
+        run_id=str(meta["run_id"]) if meta.get("run_id") is not None else None,
         model=ModelInfo(name=str(model)) if model else None,
         messages=[clean_message(m) for m in messages],
         steps=steps,
@@ -90,17 +112,19 @@ def convert(record: dict[str, Any], *, source: str, domain: str = "chat") -> Tra
 
 def read(path: Path, *, domain: str = "chat") -> ImportBatch:
     batch = ImportBatch()
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                if not isinstance(record, dict):
-                    raise ImportFormatError("a line must be a JSON object")
-                batch.trajectories.append(convert(record, source=f"{path}:{number}", domain=domain))
-            except json.JSONDecodeError as exc:
-                batch.errors.append(f"{path}:{number}: not valid JSON ({exc.msg} at column {exc.colno})")
-            except (ImportFormatError, ValueError) as exc:
-                batch.errors.append(f"{path}:{number}: {exc}")
+    text = path.read_text(encoding="utf-8-sig", errors="replace")
+    for number, line in enumerate(text.split("\n"), start=1):  # not splitlines(): U+2028 is text
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict):
+                raise ImportFormatError("a line must be a JSON object")
+            batch.trajectories.append(convert(record, source=f"{path}:{number}", domain=domain))
+        except json.JSONDecodeError as exc:
+            batch.errors.append(f"{path}:{number}: not valid JSON ({exc.msg} at column {exc.colno})")
+        except (ImportFormatError, ValueError) as exc:
+            batch.errors.append(f"{path}:{number}: {describe(exc)}")
+        except Exception as exc:  # a shape no check foresaw: this line fails, the others import
+            batch.errors.append(f"{path}:{number}: cannot import ({type(exc).__name__}: {exc})")
     return batch

@@ -1,0 +1,99 @@
+"""Adversarial checks of how the jsonl domain reads an evaluator's verdict."""
+
+import json
+import math
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from recreate.domains import get_domain
+from recreate.domains.jsonl.domain import _last_json_line, as_evaluation
+
+
+@pytest.fixture
+def tasks_file(open_tmp: Path) -> Path:
+    (open_tmp / "domain").mkdir(mode=0o755)
+    path = open_tmp / "domain" / "tasks.jsonl"
+    path.write_text(json.dumps({"id": "one", "task": "Say yes.", "expected": "yes"}) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85", "\x1c", "\x0c"])
+def test_a_verdict_echoing_a_line_separator_is_still_read(separator):
+    """str.splitlines() splits at these; json.dumps(ensure_ascii=False) leaves them raw in a string."""
+    verdict = json.dumps({"score": 0, "feedback": f"got a{separator}b"}, ensure_ascii=False)
+    assert _last_json_line(f"noise\n{verdict}\n") == {"score": 0, "feedback": f"got a{separator}b"}
+
+
+@pytest.mark.bwrap
+def test_a_submission_with_a_line_separator_cannot_turn_a_fail_into_a_pass(tasks_file, bwrap):
+    """The evaluator says score 0 and exits 0; losing its verdict line would read exit 0 as a pass."""
+    (tasks_file.parent / "judge.py").write_text(
+        textwrap.dedent(
+            """
+            import json, pathlib
+            answer = pathlib.Path("submission.txt").read_text()
+            verdict = {"score": float(answer == "yes"), "feedback": "got " + answer}
+            print(json.dumps(verdict, ensure_ascii=False))
+            """
+        )
+    )
+    domain = get_domain("jsonl", data=tasks_file, evaluator="python3 /evaluator/judge.py")
+    task = domain.tasks()[0]
+    assert domain.evaluate(task, "yes", bwrap).passed
+    forged = domain.evaluate(task, "no\u2028", bwrap)
+    assert forged.score == 0.0 and not forged.passed, forged.feedback
+
+
+@pytest.mark.parametrize("score", [math.nan, math.inf, -math.inf])
+def test_a_non_finite_score_is_an_error_not_a_score(score):
+    for value in ({"score": score, "feedback": "mean of no tests"}, score):
+        evaluation = as_evaluation(value)
+        assert evaluation.score == 0.0 and not evaluation.passed
+        assert "not a" in evaluation.details["error"] and str(score) in evaluation.feedback
+
+
+def test_a_nan_verdict_line_from_a_command_is_an_error():
+    reported = _last_json_line('{"score": NaN, "feedback": "no tests ran"}')
+    evaluation = as_evaluation(reported)
+    assert evaluation.score == 0.0 and "score nan" in evaluation.details["error"]
+
+
+@pytest.mark.parametrize("passed", ["false", "no", None, [True]])
+def test_a_passed_field_that_is_not_a_boolean_is_an_error(passed):
+    """bool("false") is True: a verdict saying passed "false" must not count as a pass."""
+    evaluation = as_evaluation({"score": 0, "passed": passed})
+    assert not evaluation.passed and "report a JSON boolean" in evaluation.details["error"]
+
+
+def test_boolean_and_numeric_passed_fields_still_count():
+    assert as_evaluation({"score": 0.2, "passed": True}).passed
+    assert not as_evaluation({"score": 1, "passed": 0}).passed
+
+
+def test_jsonl_rows_holding_line_separators_read_back_whole(tmp_path):
+    """`recreate.jsonl` writes ensure_ascii=False: a row's U+2028 must not split it in two (both lost)."""
+    from recreate.jsonl import append_jsonl, read_jsonl
+
+    path = tmp_path / "ledger.jsonl"
+    rows = [{"note": "a\u2028b\x85c\u2029d"}, {"n": 2}]
+    append_jsonl(path, rows)
+    assert read_jsonl(path) == rows
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes().replace(b"\n", b"\r\n"))  # an editor's BOM, CRLF
+    assert read_jsonl(path) == rows
+
+
+@pytest.mark.parametrize("name", ["/etc/passwd", "../outside.txt", "a/../../b", "..\\win.txt", ""])
+def test_a_task_file_path_leaving_the_workspace_is_named_at_load(tmp_path, name):
+    path = tmp_path / "tasks.jsonl"
+    rows = [
+        {"id": "bad", "task": "t", "files": {name: "x"}},
+        {"id": "ok", "task": "t", "files": {"a/b.txt": "y"}},
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    bad, ok = get_domain("jsonl", data=path).tasks()
+    assert bad.metadata["invalid"] == (
+        f"{path}:1: 'files' path {name!r} leaves the workspace; use a relative path inside it"
+    )
+    assert "invalid" not in ok.metadata
