@@ -93,9 +93,19 @@ def endpoint_down(exc: BaseException, role: str) -> EndpointDown | None:
 
 
 def failure_kind(traj: Trajectory) -> FailureKind | None:
+    """`"endpoint"` for a run that failed in a model call: by the client's error type, or by where it
+    broke off (waiting for a reply: a 200 whose body is no completion raises a JSON or a parsing error
+    that names no client); None for the run's own failure."""
     if traj.outcome.exit_status != "error":
         return None
-    return classify_failure(traj.outcome.error)
+    return classify_failure(traj.outcome.error) or ("endpoint" if awaited_reply(traj) else None)
+
+
+def awaited_reply(traj: Trajectory) -> bool:
+    """The run ended in an error while it waited for the model: its conversation had begun and its last
+    message is not the model's (a failure acting on a reply ends after that reply). A context overflow
+    is the run's own outcome and never ends as an error."""
+    return bool(traj.messages) and traj.messages[-1].get("role") != "assistant"
 
 
 def is_endpoint_error(traj: Trajectory) -> bool:

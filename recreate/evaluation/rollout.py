@@ -115,7 +115,8 @@ class Rollouts:
         self.graph = self.agent.compile(public=False)  # every key: task ids, seeds, step records
         info = self.agent.recorder.model
         context = {
-            "model": [info.name, info.base_url_host, info.sampling],
+            "model": [info.name, info.base_url_host, info.sampling, info.policy],
+            "agent": [self.agent.action_format, sampling_extras(model, agent_options)],
             "domain": settings_fingerprint(domain),
             "sandbox": [settings_fingerprint(self.agent.sandbox), repr(self.agent.sandbox_spec)],
             "seeding": SEEDING,
@@ -355,6 +356,18 @@ def run_tasks(
     return runner.run_many(
         tasks, seeds=seeds, concurrency=concurrency, progress=progress, on_result=on_result
     )
+
+
+def sampling_extras(model: str | BaseChatModel, options: dict[str, Any]) -> str:
+    """The request fields that shape the samples beyond `ModelInfo.sampling` (which keeps scalars only):
+    `extra_body` and `model_kwargs` whole, e.g. a chat template's switches, as canonical JSON."""
+    given = {"extra_body": options.get("extra_body")}
+    if isinstance(model, BaseChatModel):
+        given |= {
+            "model_extra_body": getattr(model, "extra_body", None),
+            "model_kwargs": getattr(model, "model_kwargs", None),
+        }
+    return json.dumps(given, sort_keys=True, default=str)
 
 
 def out_of_budget(traj: Trajectory) -> bool:

@@ -9,6 +9,8 @@ improvement. The candidate is accepted when the interval's lower bound is above 
 (default 0: the improvement must be reliably positive). A tie — a mean improvement of exactly zero — goes
 to the smaller scaffold: the candidate is accepted only if it is smaller than its parent. Pairs where
 either version hit an endpoint error are not scores and are left out (see `recreate.evaluation.errors`).
+Fewer than `MIN_TASKS` paired tasks (e.g. every other task errored) is no test: the bootstrap of one value
+is that value, an interval of width zero, so such a candidate is rejected whatever its one score says.
 
 The bootstrap is `scipy.stats.bootstrap` (percentile method). It resamples observations, not ragged
 groups, so the task grouping and the pairing are done first: the unit it resamples is one task's mean
@@ -26,6 +28,7 @@ from scipy.stats import bootstrap
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000
+MIN_TASKS = 2  # paired tasks below which there is no interval to test (one task: no variation to resample)
 
 
 @dataclass
@@ -72,7 +75,9 @@ def paired_gate(
     diffs = [candidate[k] - parent[k] for k in keys]
     wins, losses = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
     smaller = candidate_size is not None and parent_size is not None and candidate_size < parent_size
-    if low > min_improvement:
+    if len(per_task) < MIN_TASKS:
+        accepted, why = False, f"too few tasks to test (fewer than {MIN_TASKS} scored for both versions)"
+    elif low > min_improvement:
         accepted, why = True, f"the lower bound is above {min_improvement:g}"
     elif improvement == 0.0 and smaller:
         accepted, why = True, "a tie, and the candidate is the smaller scaffold"

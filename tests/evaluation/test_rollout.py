@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 
@@ -117,11 +118,11 @@ def test_bootstrap_ci_brackets_the_mean_and_is_reproducible():
 
 def test_a_task_whose_files_cannot_be_prepared_scores_zero_with_the_reason(openai_server, bwrap, tmp_path):
     data = tmp_path / "tasks.jsonl"
-    row = {"id": "escape", "task": "t", "files": {"../../outside.txt": "x"}, "expected": "1"}
-    data.write_text(json.dumps(row) + "\n")
+    data.write_text(json.dumps({"id": "escape", "task": "t", "expected": "1"}) + "\n")
     domain = get_domain("jsonl", data=data, evaluator=EVALUATOR, evaluator_dir=EXAMPLE)
-    traj = run_task(MINIMAL, domain.tasks("all")[0], domain, model=f"scripted@{openai_server.url}",
-                    sandbox=bwrap, cache=False)  # fmt: skip
+    # a task file with such a path is refused at load; a Task built in Python reaches the rollout
+    task = dataclasses.replace(domain.tasks("all")[0], files={"../../outside.txt": "x"})
+    traj = run_task(MINIMAL, task, domain, model=f"scripted@{openai_server.url}", sandbox=bwrap, cache=False)
     assert traj.outcome.exit_status == "error" and openai_server.requests == []
     assert traj.evaluation.score == 0 and "failed before the agent ran" in traj.evaluation.feedback
 

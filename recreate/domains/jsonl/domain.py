@@ -27,6 +27,7 @@ A callable evaluator must treat the submission as data and never execute it.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import json
@@ -167,19 +168,29 @@ class JsonlDomain(TaskFileDomain):
     def environment_problem(self) -> str | None:
         """A command that runs a file under /evaluator the evaluator folder lacks (it would exit with
         an error on every submission, read as a score of 0 each time); the run's preflight refuses it."""
+        for name in self._named_files():
+            if not (self.evaluator_dir / name).exists():
+                return (
+                    f"the evaluator command runs {EVALUATOR_MOUNT}/{name}, but the evaluator folder "
+                    f"{self.evaluator_dir} (what {EVALUATOR_MOUNT} shows) has no {name}; put it there or "
+                    "pass the folder that has it as evaluator_dir (-o evaluator_dir=FOLDER)"
+                )
+        return None
+
+    def script_hashes(self) -> dict[str, str]:
+        """The sha256 of each file the command runs from the evaluator folder: a fixed script is another
+        evaluator though the command reads the same (the rollout cache's key holds these)."""
+        files = {name: self.evaluator_dir / name for name in sorted(set(self._named_files()))}
+        return {name: _sha256(path) for name, path in files.items() if path.is_file()}
+
+    def _named_files(self) -> list[str]:
+        """The files under /evaluator the command names (`python3 /evaluator/check.py`: check.py)."""
         try:
             words = shlex.split(self.command or "")
         except ValueError:  # the shell will say what is wrong with it
-            return None
-        for word in words:
-            name = word.removeprefix(f"{EVALUATOR_MOUNT}/")
-            if name != word and name and not (self.evaluator_dir / name).exists():
-                return (
-                    f"the evaluator command runs {word}, but the evaluator folder {self.evaluator_dir} (what "
-                    f"{EVALUATOR_MOUNT} shows) has no {name}; put it there or pass the folder that has it "
-                    "as evaluator_dir (-o evaluator_dir=FOLDER)"
-                )
-        return None
+            return []
+        prefix = f"{EVALUATOR_MOUNT}/"
+        return [word.removeprefix(prefix) for word in words if word.startswith(prefix) and word != prefix]
 
     def evaluator_problem(self, sandbox: Sandbox) -> str | None:
         """The command tried once on a plain wrong answer: a shell that cannot start it (exit 126: not
@@ -361,3 +372,7 @@ def _leaves_workspace(name: str) -> bool:
     every rollout, each an error)."""
     path = PurePosixPath(name.replace("\\", "/"))
     return not name or path.is_absolute() or ".." in path.parts
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
