@@ -13,6 +13,7 @@ No torch here: `recreate finetune` selects a run's trajectories with the same ch
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 from collections.abc import Iterator
@@ -97,18 +98,25 @@ def _files(path: Path) -> list[Path]:
 
 
 def _documents(file: Path) -> Iterator[tuple[str, Any]]:
-    """(source, parsed JSON or an exception) for each document in a file; never raises."""
+    """(source, parsed JSON or an exception) for each document in a file; never raises. A JSONL file is
+    decoded line by line (a bad byte costs its line only), split at newlines only (a string may hold
+    U+2028, where splitlines() splits); a leading byte-order mark is dropped."""
     try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        data = file.read_bytes().removeprefix(codecs.BOM_UTF8)
+    except OSError as exc:
         yield str(file), exc
         return
-    if file.suffix == ".jsonl":
-        for number, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                yield from _parse(f"{file}:{number}", line)
-    else:
-        yield from _parse(str(file), text)
+    lines = enumerate(data.split(b"\n"), 1) if file.suffix == ".jsonl" else [(0, data)]
+    for number, raw in lines:
+        source = f"{file}:{number}" if number else str(file)
+        if not raw.strip():
+            continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield source, exc
+            continue
+        yield from _parse(source, text)
 
 
 def _parse(source: str, text: str) -> Iterator[tuple[str, Any]]:

@@ -69,7 +69,9 @@ def _token_ids_and_logprobs(message: AIMessage) -> tuple[list[int] | None, list[
     content = ((message.response_metadata or {}).get("logprobs") or {}).get("content") or []
     if not content:
         return None, None
-    logprobs = [_logprob(entry) for entry in content]
+    logprobs: list[float] | None = [_logprob(entry) for entry in content]
+    if not all(map(math.isfinite, logprobs)):  # -inf/NaN from an endpoint: no JSON holds it; not trained on
+        logprobs = None
     if all(isinstance(entry.get("id"), int) for entry in content):  # llama.cpp sends the ids beside
         return [int(entry["id"]) for entry in content], logprobs
     tokens = [str(entry.get("token", "")) for entry in content]

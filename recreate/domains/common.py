@@ -40,7 +40,7 @@ def read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             try:
-                line = raw.decode("utf-8")
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")  # a byte-order mark: not text
             except UnicodeDecodeError as exc:
                 raise DomainDataError(
                     f"{path}:{number}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column "

@@ -346,3 +346,17 @@ def test_a_secret_json_would_escape_reaches_neither_the_trajectory_nor_the_step_
         assert secret not in text and json.dumps(secret)[1:-1] not in text
     traj = load_trajectory(tmp_path / "traj" / f"{out['trajectory_id']}.json")
     assert traj.outcome.submission == "42 ***"
+
+
+def test_an_endpoints_non_finite_logprob_is_not_recorded_as_a_number():
+    """-inf or NaN has no JSON form: stored, it would read back as null and the trajectory would not load."""
+    from langchain_core.messages import AIMessage
+
+    from recreate.agent.recorder import _token_ids_and_logprobs
+
+    for bad in (float("-inf"), float("nan")):
+        content = [{"id": 5, "token": "a", "logprob": -0.5}, {"id": 6, "token": "b", "logprob": bad}]
+        message = AIMessage(content="ab", response_metadata={"logprobs": {"content": content}})
+        assert _token_ids_and_logprobs(message) == ([5, 6], None)
+    fine = AIMessage(content="a", response_metadata={"logprobs": {"content": [content[0]]}})
+    assert _token_ids_and_logprobs(fine) == ([5], [-0.5])

@@ -226,3 +226,17 @@ def test_a_file_too_large_to_be_a_log_is_not_read(tmp_path: Path) -> None:
         sparse.truncate(MAX_FILE_BYTES + 1)
     kept, skipped = read_logs(tmp_path)
     assert kept == [] and skipped[0].kind == "oversized" and "bytes, more than" in skipped[0].reason
+
+
+def test_a_bad_byte_a_line_separator_or_a_byte_order_mark_costs_no_other_record(
+    tmp_path: Path, tokenizer
+) -> None:
+    rows = [_good(tokenizer, task, f"{task}\u2028", f"t{task}") for task in range(3)]  # U+2028 inside
+    lines = [json.dumps(row, ensure_ascii=False).encode() for row in rows]
+    lines.insert(1, b'{"task_id": "x", "messages": "\xff\xfe"}')  # not UTF-8: this line alone is lost
+    (tmp_path / "logs.jsonl").write_bytes(b"\xef\xbb\xbf" + b"\n".join(lines) + b"\n")
+    kept, skipped = read_logs(tmp_path)
+    assert sorted(logged.trajectory.task_id for logged in kept) == sorted(row["task_id"] for row in rows)
+    assert [(s.source, s.reason.split(":")[0]) for s in skipped] == [
+        (f"{tmp_path / 'logs.jsonl'}:2", "unreadable")
+    ]

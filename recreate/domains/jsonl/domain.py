@@ -260,6 +260,11 @@ class JsonlDomain(TaskFileDomain):
             evaluation.details = {**details, **evaluation.details}
             return evaluation
         output = tail(result.stdout + "\n" + result.stderr, lines=10)
+        broken = _unfinished(result.exit_code)
+        if broken:  # no verdict: the rollout tries a plain wrong answer to tell whose failure it is
+            error = f"the evaluator command {broken}"
+            feedback = error + (f":\n{output}" if output else "")
+            return Evaluation(score=0.0, passed=False, feedback=feedback, details={"error": error, **details})
         if result.exit_code == 0:
             return Evaluation(
                 score=1.0, passed=True, feedback=output or "evaluator exited 0", details=details
@@ -309,6 +314,18 @@ class JsonlDomain(TaskFileDomain):
             f"workspace. A submission is the final answer or artifact as text; {how}. Score 0..1; the "
             f"feedback is the evaluator's explanation."
         )
+
+
+def _unfinished(exit_code: int | None) -> str | None:
+    """How a command that gave no verdict ended without judging, else None: the shell could not start it
+    (126, 127) or a signal killed it (128 + N; the engine's OOM kill is 137)."""
+    if exit_code in (126, 127):
+        said = "not executable" if exit_code == 126 else "not found"
+        return f"could not be started (exit {exit_code}: {said})"
+    if exit_code is not None and (exit_code < 0 or 128 < exit_code <= 128 + 64):
+        signal = -exit_code if exit_code < 0 else exit_code - 128
+        return f"was killed by signal {signal} (exit {exit_code})"
+    return None
 
 
 def _last_json_line(stdout: str) -> dict[str, Any] | None:

@@ -97,3 +97,48 @@ def test_a_task_file_path_leaving_the_workspace_is_named_at_load(tmp_path, name)
         f"{path}:1: 'files' path {name!r} leaves the workspace; use a relative path inside it"
     )
     assert "invalid" not in ok.metadata
+
+
+KILLED_JUDGE = """
+import os, pathlib, signal
+if "{when}" in ("always", pathlib.Path("submission.txt").read_text()):
+    os.kill(os.getpid(), signal.SIGKILL)  # what an OOM kill does to it
+print('{{"score": 0}}')
+"""
+
+
+@pytest.mark.bwrap
+def test_an_evaluator_killed_by_a_signal_gives_no_verdict(tasks_file, bwrap):
+    """Killed (or not started: 126, 127), the command judged nothing: its 0 is an error the rollout
+    checks on a plain wrong answer, not the submission's score."""
+    (tasks_file.parent / "judge.py").write_text(KILLED_JUDGE.format(when="always"))
+    domain = get_domain("jsonl", data=tasks_file, evaluator="python3 /evaluator/judge.py")
+    evaluation = domain.evaluate(domain.tasks()[0], "yes", bwrap)
+    assert evaluation.score == 0.0 and "was killed by signal 9 (exit 137)" in evaluation.details["error"]
+    missing = get_domain("jsonl", data=tasks_file, evaluator="python3 /evaluator/absent.py; exit 127")
+    assert (
+        "could not be started (exit 127: not found)"
+        in missing.evaluate(domain.tasks()[0], "yes", bwrap).details["error"]
+    )
+
+
+@pytest.mark.bwrap
+def test_a_judge_killed_only_by_the_submission_scores_it_zero_and_a_broken_one_is_no_score(
+    tasks_file, bwrap, openai_server, tmp_path
+):
+    from recreate.evaluation.rollout import ERROR_KEY, REASON_KEY, Rollouts
+    from recreate.testing import tool_call
+    from tests.evaluation.conftest import MINIMAL
+
+    outcomes = {}
+    for when in ("crash", "always"):
+        (tasks_file.parent / "judge.py").write_text(KILLED_JUDGE.format(when=when))
+        domain = get_domain("jsonl", data=tasks_file, evaluator="python3 /evaluator/judge.py")
+        openai_server.enqueue(tool_call("submit", {"answer": "crash"}))
+        runner = Rollouts(MINIMAL, domain, model=f"scripted@{openai_server.url}", sandbox=bwrap, cache=False)
+        outcomes[when] = runner.run(domain.tasks()[0], seed=0)
+    own = outcomes["crash"]  # the control (a plain wrong answer) is judged: the crash was the submission's
+    assert own.evaluation.score == 0.0 and ERROR_KEY not in own.metadata
+    broken = outcomes["always"]  # it dies on the control too: the evaluator's failure, no score
+    assert broken.evaluation is None and broken.metadata[ERROR_KEY] == "evaluator"
+    assert "plain wrong answer too" in broken.metadata[REASON_KEY]
