@@ -54,6 +54,16 @@ def evolved_task_ids(source: str | Path, scaffold: Scaffold, home: Path) -> set[
         made = {result.get("final")} | {
             e.get("ref") for e in result.get("history") or [] if isinstance(e, dict)
         }
+        made |= _scored_by(lineage, run.parent.name)  # a run killed before its result.json
         if refs & (made - {config.get("seed_ref")}):  # a run that produced a version of this lineage
             seen.update(str(t) for t in (config.get("train") or []) + (config.get("val") or []))
     return seen
+
+
+def _scored_by(lineage: list[dict[str, Any]], run_id: str) -> set[str]:
+    """The versions of `lineage` that the run `run_id` validated (its gate's scores name the run)."""
+    return {
+        f"{info['name']}@v{info['version']}"
+        for info in lineage
+        if any(record.get("run") == run_id for record in info.get("scores") or [])
+    }

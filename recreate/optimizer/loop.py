@@ -198,7 +198,7 @@ class EvolveLoop:
                 entry |= {"parent": self.seed_ref, "ops": patch.ops, "reason": "bootstrap"}
         self.scaffolds.set_head(ref, event="evolve v0")  # v0 is accepted; without a HEAD the newest counts
         scores, errors = self.evaluate(self.scaffolds.load(ref), 0)
-        self.scaffolds.attach_scores(ref, scores, label="val")
+        self.scaffolds.attach_scores(ref, scores, label="val", run=self.run_dir.name)
         entry |= {"ref": ref, "val": scores, "errors": [f"validation run {e}" for e in errors]}
         update = {"round": 0, "current": ref, "current_val": scores, "history": [entry]}
         if self.finetune is not None:

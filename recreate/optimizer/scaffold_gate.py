@@ -61,7 +61,7 @@ def scaffold_gate(loop: EvolveLoop, state: EvolveState) -> dict[str, Any]:
         candidate_size=scaffold_size(candidate),
         seed=loop.seed_of("gate", rnd),
     )
-    loop.scaffolds.attach_scores(info.ref, scores, label="val", gate=verdict.to_dict())
+    loop.scaffolds.attach_scores(info.ref, scores, label="val", gate=verdict.to_dict(), run=loop.run_dir.name)
     entry["errors"] += [f"validation run of {parent} {e}" for e in parent_errors]
     entry["errors"] += [f"validation run of {info.ref} {e}" for e in errors]
     entry |= {

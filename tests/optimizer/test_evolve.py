@@ -62,6 +62,7 @@ def test_evolve_accepts_a_fix_and_rejects_a_regression(recreate_home, openai_ser
         "add_rule",
         "add_tool",
     }
+    assert {record.get("run") for record in lineage.scores} == {result.run_dir.name}  # leakage reads it
     assert {"agent", "optimizer", "synthesis"} <= set(result.usage)
     tool_replies = [
         m.get("content") or ""
