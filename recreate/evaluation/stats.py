@@ -10,7 +10,9 @@ improvement. The candidate is accepted when the interval's lower bound is above 
 to the smaller scaffold: the candidate is accepted only if it is smaller than its parent. Pairs where
 either version hit an endpoint error are not scores and are left out (see `recreate.evaluation.errors`).
 Fewer than `MIN_TASKS` paired tasks (e.g. every other task errored) is no test: the bootstrap of one value
-is that value, an interval of width zero, so such a candidate is rejected whatever its one score says.
+is that value, an interval of width zero, so such a candidate is rejected whatever its one score says; so
+is one for which fewer than `MIN_SCORED` of the validation runs asked for were scored for both versions
+(the errors' tasks are not a random sample: the few left decide nothing).
 
 The bootstrap is `scipy.stats.bootstrap` (percentile method). It resamples observations, not ragged
 groups, so the task grouping and the pairing are done first: the unit it resamples is one task's mean
@@ -29,6 +31,7 @@ from scipy.stats import bootstrap
 CONFIDENCE = 0.95
 RESAMPLES = 2000
 MIN_TASKS = 2  # paired tasks below which there is no interval to test (one task: no variation to resample)
+MIN_SCORED = 0.5  # of the validation runs asked for, the share that must be scored for both versions
 
 
 @dataclass
@@ -64,7 +67,10 @@ def paired_gate(
     parent_size: int | None = None,
     candidate_size: int | None = None,
     seed: int = 0,
+    asked: int | None = None,
 ) -> GateResult:
+    """`asked`: the validation runs (task, seed) each version was run on; when errors (which are no
+    scores) leave fewer than MIN_SCORED of them paired, the few left decide nothing."""
     keys = sorted(set(parent) & set(candidate))
     if not keys:
         reason = "rejected: no validation task was scored for both versions (n=0)"
@@ -77,6 +83,8 @@ def paired_gate(
     smaller = candidate_size is not None and parent_size is not None and candidate_size < parent_size
     if len(per_task) < MIN_TASKS:
         accepted, why = False, f"too few tasks to test (fewer than {MIN_TASKS} scored for both versions)"
+    elif asked and len(keys) < MIN_SCORED * asked:
+        accepted, why = False, f"only {len(keys)} of {asked} validation runs were scored for both versions"
     elif low > min_improvement:
         accepted, why = True, f"the lower bound is above {min_improvement:g}"
     elif improvement == 0.0 and smaller:

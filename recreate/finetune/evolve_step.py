@@ -126,7 +126,7 @@ class FinetuneStep:
             raise
         verdict = paired_gate(
             before, after, min_improvement=loop.config.min_improvement,
-            seed=loop.seed_of("finetune-gate", rnd),
+            seed=loop.seed_of("finetune-gate", rnd), asked=len(loop.valset) * runs,
         )  # fmt: skip
         entry |= {
             "model": candidate.name, "val": after, "parent_val": before, "accepted": verdict.accepted,

@@ -35,6 +35,18 @@ def test_one_paired_task_is_no_test_even_when_the_candidate_wins_it() -> None:
     assert several_seeds.n == 4 and several_seeds.tasks == 1 and not several_seeds.accepted
 
 
+def test_a_gate_most_of_whose_runs_errored_decides_nothing() -> None:
+    """Ten validation runs asked for, three scored for both versions (the rest errored: not a random
+    sample of the tasks): the three cannot accept the candidate, however clearly they favour it."""
+    parent = {f"t{i}": 0.0 for i in range(10)}
+    candidate = {f"t{i}": 1.0 for i in range(3)}
+    assert paired_gate(parent, candidate).accepted  # without the count asked for: three clear wins
+    verdict = paired_gate(parent, candidate, asked=10)
+    assert not verdict.accepted and "only 3 of 10 validation runs" in verdict.reason
+    half = {f"t{i}": 1.0 for i in range(5)}
+    assert paired_gate(parent, half, asked=10).accepted  # half of them scored: a test
+
+
 def test_a_tie_on_one_task_does_not_promote_the_smaller_scaffold() -> None:
     verdict = paired_gate({"a": 1.0}, {"a": 1.0}, parent_size=100, candidate_size=10)
     assert not verdict.accepted
