@@ -1,9 +1,10 @@
 """The rollout cache: evaluated trajectories on disk under the key of everything that decides them.
 
 A finished rollout is kept under its scaffold's hash, task id, seed and rollout key (`Rollouts.rollout_key`
-hashes the task's content, the domain and its options, its evaluator (a Python evaluator's source and
-bound values, a command evaluator's scripts), the model and its sampling, and the sandbox), so
-a resumed run (even after kill -9) pays nothing twice, and a changed input is a miss, never a result.
+hashes the task's content, the domain and its options and code (its checks included), its evaluator (a
+Python evaluator's source and bound values, a command evaluator's scripts), the model and its sampling,
+and the sandbox), so a resumed run (even after kill -9) pays nothing twice, and a changed input is a
+miss, never a result.
 """
 
 from __future__ import annotations
@@ -69,14 +70,30 @@ def settings_fingerprint(obj: Any) -> dict[str, Any]:
             continue
         if isinstance(value, str | int | float | bool | Path) or value is None:
             out[name] = value if not isinstance(value, Path) else str(value)
-        elif isinstance(value, tuple | list) and all(isinstance(v, str | int | float | Path) for v in value):
-            out[name] = [str(v) for v in value]
+        elif isinstance(value, tuple | list | dict):  # e.g. the math checker's library binds (pairs)
+            out[name] = _plain(value)
         elif callable(value) and not inspect.isclass(value):
             out[name] = _callable_identity(value)
     script_hashes = getattr(obj, "script_hashes", None)
     if callable(script_hashes):  # files a command evaluator runs: not in its settings, yet they decide
         out["scripts"] = script_hashes()
+    out["code"] = code_digest(type(obj))
     return out
+
+
+def code_digest(cls: type) -> str:
+    """A hash of the code that defines `cls`: the Python files of its module's folder and of the
+    `checks` folder beside it (what a domain runs in its sandbox). A fixed checker is another
+    evaluator: its old verdicts are no results of the new one."""
+    try:
+        folder = Path(inspect.getfile(cls)).parent
+    except (TypeError, OSError):
+        return ""
+    files = sorted([*folder.glob("*.py"), *(folder / "checks").rglob("*.py")])
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(f"{path.relative_to(folder)}\0".encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _callable_identity(fn: Any, depth: int = 0) -> str:

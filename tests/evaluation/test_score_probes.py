@@ -173,3 +173,22 @@ def test_a_fixed_evaluator_script_is_a_cache_miss(openai_server, bwrap, tmp_path
     second = run_task(MINIMAL, task, domain, model=model, sandbox=bwrap, cache=cache, trajectory_dir=tmp_path)
     assert second.trajectory_id != first.trajectory_id
     assert second.evaluation.score == 0 and second.evaluation.feedback == "the fixed evaluator"
+
+
+def test_a_fixed_domain_checker_is_another_key(tmp_path, monkeypatch) -> None:
+    """The domain's code, its sandboxed checks included, decides the verdicts: a release that fixes a
+    checker must not reuse the verdicts the old one gave."""
+    import importlib
+
+    from recreate.evaluation.cache import settings_fingerprint
+
+    package = tmp_path / "my_domain"
+    (package / "checks").mkdir(parents=True)
+    (package / "__init__.py").write_text("class MyDomain:\n    timeout = 5\n")
+    (package / "checks" / "check.py").write_text("print('score 1')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    domain = importlib.import_module("my_domain").MyDomain()
+    before = settings_fingerprint(domain)
+    assert settings_fingerprint(domain) == before  # stable
+    (package / "checks" / "check.py").write_text("print('score 0')\n")
+    assert settings_fingerprint(domain)["code"] != before["code"]
