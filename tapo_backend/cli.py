@@ -256,7 +256,8 @@ def serve(
         return
     with VLLMServer(command, host=host, port=port, env=env) as server:
         needs = f"; clients give the key in {key_file}" if key_file is not None else ""
-        console.print(f"vLLM ready at {server.base_url} (log {server.log_path}; Ctrl-C stops it{needs})")
+        ready = f"vLLM ready at {server.base_url} (log {server.log_path}; Ctrl-C stops it{needs})"
+        console.print(ready, soft_wrap=True)
         server.wait()
 
 

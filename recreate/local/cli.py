@@ -87,13 +87,16 @@ def serve_command(
         server.info.adapters.append(adapter.name)
         server.save()
     info = server.info
-    console.print(f"{info.engine} serving {info.model} at {info.base_url}  (log {info.log})")
-    console.print(f"use it with: --model {info.spec}   or   export OPENAI_BASE_URL={info.base_url}")
     if key_file is None:
         command = f"recreate model key --home {shlex.quote(str(root.absolute()))} --port {info.port}"
-        console.print(f"other clients need its key: OPENAI_API_KEY=$({command})")
     else:
-        console.print(f"other clients need its key: OPENAI_API_KEY=$(cat {shlex.quote(str(key_file))})")
+        command = f"cat {shlex.quote(str(key_file))}"
+    for line in (  # lines to copy from: a long path is never wrapped
+        f"{info.engine} serving {info.model} at {info.base_url}  (log {info.log})",
+        f"use it with: --model {info.spec}   or   export OPENAI_BASE_URL={info.base_url}",
+        f"other clients need its key: OPENAI_API_KEY=$({command})",
+    ):
+        console.print(line, soft_wrap=True)
     if detach:
         return
     try:
