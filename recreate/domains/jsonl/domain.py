@@ -257,7 +257,7 @@ class JsonlDomain(TaskFileDomain):
         reported = _last_json_line(result.stdout)
         if reported is not None:
             evaluation = as_evaluation(reported)
-            evaluation.details = {**details, **evaluation.details}
+            evaluation.details = {**evaluation.details, **details}  # the run's exit code, not the verdict's
             return evaluation
         output = tail(result.stdout + "\n" + result.stderr, lines=10)
         broken = _unfinished(result.exit_code)
@@ -360,6 +360,8 @@ def _load_file(path: Path) -> list[Task]:
             "fields": extra,  # the row's other fields (e.g. hidden tests), for the evaluator
         }
         problems = []
+        if not task_id.strip() or not task_id.isprintable():
+            problems.append(f"'id' {task_id!r} is no name; give the task a printable id or leave 'id' out")
         if not row.get("task"):
             problems.append("no 'task' text")
         if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):

@@ -142,3 +142,25 @@ def test_a_judge_killed_only_by_the_submission_scores_it_zero_and_a_broken_one_i
     broken = outcomes["always"]  # it dies on the control too: the evaluator's failure, no score
     assert broken.evaluation is None and broken.metadata[ERROR_KEY] == "evaluator"
     assert "plain wrong answer too" in broken.metadata[REASON_KEY]
+
+
+@pytest.mark.parametrize("task_id", ["", "   ", "a\nb", "tab\there"])
+def test_a_task_id_that_is_no_name_is_named_at_load(tmp_path, task_id):
+    path = tmp_path / "tasks.jsonl"
+    rows = [{"id": task_id, "task": "t", "expected": "1"}, {"id": "fine", "task": "t", "expected": "1"}]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    tasks = get_domain("jsonl", data=path).tasks("all")
+    bad, good = sorted(tasks, key=lambda task: task.id != task_id)
+    assert f"{path}:1: 'id' {task_id!r} is no name" in bad.metadata["invalid"]
+    assert "invalid" not in good.metadata
+
+
+@pytest.mark.bwrap
+def test_a_verdict_cannot_restate_the_evaluators_exit_code(tasks_file, bwrap):
+    (tasks_file.parent / "judge.py").write_text(
+        'import json, sys\nprint(json.dumps({"score": 0, "exit_code": 0, "stderr_tail": ""}))\n'
+        'sys.stderr.write("boom")\nsys.exit(3)\n'
+    )
+    domain = get_domain("jsonl", data=tasks_file, evaluator="python3 /evaluator/judge.py")
+    details = domain.evaluate(domain.tasks()[0], "no", bwrap).details
+    assert details["exit_code"] == 3 and "boom" in details["stderr_tail"]
