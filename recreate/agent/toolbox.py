@@ -7,6 +7,7 @@ sandbox observed, and the submission when the action was `submit`.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,10 @@ import jsonschema
 
 from recreate.experience.schema import Observation
 from recreate.sandbox.base import Result, Session
+from recreate.scaffold.args_schema import MAX_SCHEMA_DEPTH, needs_bounding, nesting_depth, schema_problem
+from recreate.scaffold.bounded import schema_errors_bounded
+from recreate.scaffold.errors import ScaffoldError
+from recreate.scaffold.files import TOOL_FILE, TOOLS_DIR
 from recreate.scaffold.model import MemoryItem, Scaffold, Tool
 from recreate.scaffold.validate import install_tools
 from recreate.text import clip_middle
@@ -65,13 +70,34 @@ class ToolResult:
 
 
 def tool_specs(scaffold: Scaffold) -> list[dict[str, Any]]:
-    """Function specs (OpenAI format, without the outer "type") for every tool the model may call."""
+    """Function specs (OpenAI format, without the outer "type") for every tool the model may call.
+    Raises ScaffoldError naming the tool's file when its args schema is unusable: a scaffold loaded
+    from a folder is not validated, and LangChain inlines a schema's $refs (2**40 values for a few
+    hundred bytes) to show it to a model."""
+    for tool in scaffold.tools:
+        problem = _args_problem(tool.args)
+        if problem:
+            raise ScaffoldError(f"{TOOLS_DIR}/{tool.name}/{TOOL_FILE}: args: {problem}")
     specs = [BASH_SPEC]
     specs += [{"name": t.name, "description": t.description, "parameters": t.args} for t in scaffold.tools]
     if scaffold.memory:
         specs.append(MEMORY_SPEC)
     specs.append(SUBMIT_SPEC)
     return specs
+
+
+_ARGS_PROBLEMS: dict[str, str | None] = {}  # schema JSON -> its problem: agents are built per run
+
+
+def _args_problem(args: dict[str, Any]) -> str | None:
+    if nesting_depth(args) > MAX_SCHEMA_DEPTH:  # before json.dumps, which recurses
+        return schema_problem(args)
+    key = json.dumps(args, default=repr)
+    if key not in _ARGS_PROBLEMS:
+        if len(_ARGS_PROBLEMS) >= 256:
+            _ARGS_PROBLEMS.clear()
+        _ARGS_PROBLEMS[key] = schema_problem(args)
+    return _ARGS_PROBLEMS[key]
 
 
 def observation_of(result: Result) -> Observation:
@@ -129,9 +155,11 @@ class ToolBox:
         self.session = session
         self.timeout = command_timeout_s or scaffold.limits.command_timeout_s
         self._tools: dict[str, Tool] = {t.name: t for t in scaffold.tools}
+        specs = tool_specs(scaffold)
         self._validators = {
-            spec["name"]: jsonschema.Draft202012Validator(spec["parameters"]) for spec in tool_specs(scaffold)
+            spec["name"]: jsonschema.Draft202012Validator(spec["parameters"]) for spec in specs
         }
+        self._bounded = {spec["name"] for spec in specs if needs_bounding(spec["parameters"])}
 
     def install(self) -> None:
         install_tools(self.session, self.scaffold.tools)
@@ -145,12 +173,23 @@ class ToolBox:
             raise ActionError(f"unknown tool {name!r}; available: {', '.join(self._validators)}")
         if not isinstance(args, dict):
             raise ActionError(f"arguments of {name!r} must be a JSON object, got {type(args).__name__}")
+        if name in self._bounded:  # regexes, $refs: checked in a bounded process
+            self._check_bounded(name, args)
+            return
         validator = self._validators[name]
         if validator.is_valid(args):
             return
         error = jsonschema.exceptions.best_match(validator.iter_errors(args))
         if error is not None:
             raise ActionError(f"bad arguments for {name!r}: {error.message}")
+
+    def _check_bounded(self, name: str, args: dict[str, Any]) -> None:
+        try:
+            errors = schema_errors_bounded(self._validators[name].schema, args, f"arguments of {name!r}")
+        except ScaffoldError as exc:
+            raise ActionError(str(exc)) from None
+        if errors:
+            raise ActionError(f"bad arguments for {name!r}: {errors[0][1]}")
 
     def run(self, name: str, args: dict[str, Any]) -> ToolResult:
         self.check(name, args)

@@ -1,8 +1,10 @@
 """The process that renders untrusted Jinja templates for `recreate.scaffold.bounded` (run as a script).
 
-It reads one JSON request per line on stdin: {"source", "variables", "max_chars"} to render, or
+It reads one JSON request per line on stdin: {"source", "variables", "max_chars"} to render,
 {"source", "names": true} for the names a template reads (jinja2.meta evaluates constant expressions
-while it looks). It answers one JSON line: {"text"}, {"names"} or {"error", "line", "bounded"}. Its
+while it looks), or {"schema", "instance"} to check tool arguments against a JSON schema whose regular
+expressions (`pattern`) may backtrack for hours. It answers one JSON line: {"text"}, {"names"},
+{"errors"} or {"error", "line", "bounded"}. Its
 address space is capped (RLIMIT_AS) and it dies with its parent, so a template that allocates gigabytes
 fails here, and one that loops forever is killed by the parent's timeout, never the parent itself.
 Started with `python -P` (no script folder on sys.path).
@@ -43,8 +45,22 @@ def render(source: str, variables: dict, max_chars: int) -> str:
     return "".join(chunks)
 
 
+def schema_errors(schema: dict, instance: object) -> list[list]:
+    """[path, message] of every way `instance` fails `schema` (JSON Schema 2020-12), the best match
+    first (jsonschema.exceptions.best_match). Also run in the host process for schemas without regexes."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import best_match
+
+    errors = list(Draft202012Validator(schema).iter_errors(instance))
+    best = best_match(errors)
+    ordered = [best, *(e for e in errors if e is not best)] if best is not None else errors
+    return [[list(e.absolute_path), e.message] for e in ordered]
+
+
 def answer(request: dict) -> dict:
     try:
+        if "schema" in request:
+            return {"errors": schema_errors(request["schema"], request["instance"])}
         if request.get("names"):
             return {"names": sorted(meta.find_undeclared_variables(_env.parse(request["source"])))}
         return {"text": render(request["source"], request["variables"], request["max_chars"])}

@@ -135,6 +135,25 @@ def names_bounded(source: str, what: str = "template") -> frozenset[str]:
     return frozenset(_ask({"source": source, "names": True}, what, None)["names"])
 
 
+def schema_errors_bounded(
+    schema: dict[str, Any], instance: Any, what: str, *, timeout_s: float | None = None
+) -> list[tuple[list[str | int], str]]:
+    """(path, message) of every way `instance` fails the JSON `schema`, best match first, checked in a
+    bounded worker: a schema's `pattern` is matched by a backtracking engine that a model-written
+    regex (`^(a|a)*$`) keeps busy for hours, holding the GIL of whatever process runs it."""
+    timeout_s = RENDER_TIMEOUT_S if timeout_s is None else timeout_s
+    reply = _pool.ask({"schema": schema, "instance": instance}, timeout_s)
+    if reply is None or "error" in reply:
+        message = (
+            f"checking the arguments against the schema took longer than {timeout_s:g} s (a regular "
+            "expression that backtracks, like ^(a|a)*$?) and was stopped"
+            if reply is None
+            else f"the arguments cannot be checked against the schema: {reply['error']}"
+        )
+        raise ScaffoldError(f"{what}: {message}" if what else message)
+    return [(path, message) for path, message in reply["errors"]]
+
+
 def _ask(request: dict[str, Any], what: str, timeout_s: float | None) -> dict[str, Any]:
     timeout_s = RENDER_TIMEOUT_S if timeout_s is None else timeout_s
     reply = _pool.ask(request, timeout_s)

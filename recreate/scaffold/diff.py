@@ -15,8 +15,8 @@ _MARK = {"added": "+", "removed": "-", "changed": "~"}
 
 @dataclass(frozen=True)
 class Change:
-    component: str  # "system_prompt", "limits", "rules", "tools", "memory", ...
-    key: str  # the field, rule id, tool name or memory id
+    component: str  # "system_prompt", "limits", "rules", "tools", "memory", "examples", "metadata", ...
+    key: str  # the field, rule id, tool name, memory id, example position ("#1") or metadata key
     kind: Kind
     detail: str = ""  # a unified diff for text, "old -> new" for values, a summary for added/removed
 
@@ -70,7 +70,27 @@ def diff_scaffolds(a: Scaffold, b: Scaffold) -> ScaffoldDiff:
     out.changes += _item_changes(
         "memory", "id", [m.model_dump() for m in a.memory], [m.model_dump() for m in b.memory]
     )
+    out.changes += _item_changes("examples", "example", _examples(a), _examples(b))
+    out.changes += _metadata_changes(a.metadata, b.metadata)
     return out
+
+
+def _examples(scaffold: Scaffold) -> list[dict[str, Any]]:
+    """The worked examples keyed by position ("#1" is the first), as `remove_example` names them."""
+    return [{"example": f"#{n}", **e.model_dump()} for n, e in enumerate(scaffold.examples, start=1)]
+
+
+def _metadata_changes(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
+    """One change per top-level metadata key (its value can be a whole imported config: not shown)."""
+    changes = []
+    for key in sorted(old.keys() | new.keys()):
+        if key not in old:
+            changes.append(Change("metadata", key, "added"))
+        elif key not in new:
+            changes.append(Change("metadata", key, "removed"))
+        elif old[key] != new[key]:
+            changes.append(Change("metadata", key, "changed"))
+    return changes
 
 
 def text_diff(old: str, new: str) -> str:
@@ -108,6 +128,6 @@ def _item_changes(
 
 
 def _summary(item: dict[str, Any]) -> str:
-    text = item.get("text") or item.get("title") or item.get("description") or ""
+    text = item.get("text") or item.get("title") or item.get("description") or item.get("task") or ""
     text = " ".join(str(text).split())
     return text if len(text) <= 100 else text[:97] + "..."

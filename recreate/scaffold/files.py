@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,9 @@ MEMORY_FILE = "memory.jsonl"
 TOOLS_DIR = "tools"
 TOOL_FILE = "tool.yaml"
 _SET_BY_LAYOUT = ("name", "language", "code")  # tool fields that come from the directory, not tool.yaml
+MAX_FILE_BYTES = 32 * 2**20  # far beyond any scaffold file; a larger one is not read into memory
+MAX_YAML_DEPTH = 64  # a scaffold nests a few levels (an imported mini-swe-agent config: up to 50 more)
+MAX_MEMORY_ITEMS = 100_000  # lines read from memory.jsonl (validation's own bound is far lower)
 
 
 # libyaml when present (about 10x faster); both emitters produce YAML that loads to the same content
@@ -142,6 +146,9 @@ def _read_head(root: Path, problems: list[Problem]) -> dict[str, Any]:
 def _read_tools(root: Path, listed: Any, problems: list[Problem]) -> list[dict[str, Any]]:
     listed = listed if isinstance(listed, list) and all(isinstance(n, str) for n in listed) else []
     tools_dir = root / TOOLS_DIR
+    if tools_dir.is_symlink():
+        problems.append(Problem(TOOLS_DIR, "", "is a symlink; scaffold folders must be real directories"))
+        return []
     present = (
         sorted(p.name for p in tools_dir.iterdir() if not p.name.startswith("."))
         if tools_dir.is_dir()
@@ -156,6 +163,11 @@ def _read_tools(root: Path, listed: Any, problems: list[Problem]) -> list[dict[s
     for i, name in enumerate(listed):
         if name not in present:
             problems.append(Problem(SCAFFOLD_FILE, f"tools[{i}]", f"no directory {TOOLS_DIR}/{name}/"))
+            continue
+        folder = tools_dir / name
+        if folder.is_symlink() or not folder.is_dir():
+            what = "a symlink" if folder.is_symlink() else "not a directory"
+            problems.append(Problem(f"{TOOLS_DIR}/{name}", "", f"is {what}; a tool is a directory"))
             continue
         tool = _read_tool(tools_dir / name, f"{TOOLS_DIR}/{name}", problems)
         if tool is not None:
@@ -205,15 +217,23 @@ def _read_tool(folder: Path, rel: str, problems: list[Problem]) -> dict[str, Any
 
 def _read_memory(root: Path, problems: list[Problem]) -> list[dict[str, Any]]:
     text = _read_text(root / MEMORY_FILE, MEMORY_FILE, problems, missing_ok=True)
-    items = []
+    items: list[dict[str, Any]] = []
     for number, line in enumerate((text or "").split("\n"), start=1):
         if not line.strip():
             continue
+        if len(items) >= MAX_MEMORY_ITEMS:
+            problems.append(
+                Problem(MEMORY_FILE, "", f"more than {MAX_MEMORY_ITEMS:,} items; remove the ones not needed")
+            )
+            break
         where = f"{MEMORY_FILE}:{number}"
         try:
             item = json.loads(line)
         except json.JSONDecodeError as exc:
             problems.append(Problem(where, "", f"malformed JSON ({exc.msg} at column {exc.colno})"))
+            continue
+        except RecursionError:
+            problems.append(Problem(where, "", "JSON nested too deeply; a memory item is a flat object"))
             continue
         try:
             MemoryItem.model_validate(item)
@@ -233,10 +253,27 @@ def _read_text(path: Path, rel: str, problems: list[Problem], missing_ok: bool =
             problems.append(Problem(rel, "", "missing"))
         return None
     try:
-        return path.read_text(encoding="utf-8")
+        data = _read_regular(path)
+        text = None if data is None or len(data) > MAX_FILE_BYTES else data.decode("utf-8")
     except (UnicodeDecodeError, OSError) as exc:
         problems.append(Problem(rel, "", f"unreadable as UTF-8 text ({exc})"))
         return None
+    if data is None:
+        problems.append(Problem(rel, "", "is not a regular file (a pipe, device or folder?)"))
+    elif text is None:
+        problems.append(Problem(rel, "", f"larger than {MAX_FILE_BYTES:,} bytes; trim it"))
+    return text
+
+
+def _read_regular(path: Path) -> bytes | None:
+    """At most MAX_FILE_BYTES + 1 bytes of `path`; None when it is no regular file (a FIFO would block
+    the read forever, a device never end)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return file.read(MAX_FILE_BYTES + 1)
 
 
 def _load_yaml(path: Path, rel: str, problems: list[Problem]) -> dict[str, Any] | None:
@@ -244,6 +281,10 @@ def _load_yaml(path: Path, rel: str, problems: list[Problem]) -> dict[str, Any] 
     if text is None:
         return None
     try:
+        refused = _refused_yaml(text)
+        if refused:
+            problems.append(Problem(rel, "", refused))
+            return None
         data = yaml.load(text, Loader=_Loader)  # a safe loader: plain data, no tags that build objects
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -254,6 +295,19 @@ def _load_yaml(path: Path, rel: str, problems: list[Problem]) -> dict[str, Any] 
         problems.append(Problem(rel, "", f"must be a YAML mapping, got {type(data).__name__}"))
         return None
     return data
+
+
+def _refused_yaml(text: str) -> str | None:
+    """Why `text` is not read (before anything is built), or None: an alias (`*name`) expands, so a few
+    hundred bytes can become gigabytes (a billion laughs); deep nesting is composed recursively."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.AliasEvent):
+            return "uses a YAML alias (*name), which scaffolds do not expand: write the value out"
+        depth += isinstance(event, yaml.CollectionStartEvent) - isinstance(event, yaml.CollectionEndEvent)
+        if depth > MAX_YAML_DEPTH:
+            return f"nested deeper than {MAX_YAML_DEPTH} levels; flatten it"
+    return None
 
 
 def _schema_problems(exc: ValidationError, file: str, skip: tuple[str, ...] = ()) -> list[Problem]:

@@ -149,6 +149,8 @@ def _loads(text: str) -> Any:
         raise OpError(
             f"edit ops are not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
         ) from None
+    except RecursionError:
+        raise OpError("edit ops are nested too deeply to read; an op nests a few levels") from None
 
 
 __all__ = [

@@ -18,6 +18,7 @@ from jinja2 import StrictUndefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from recreate.scaffold.bounded import names_bounded, render_bounded
+from recreate.scaffold.errors import ScaffoldError
 from recreate.scaffold.model import Scaffold
 
 _env = ImmutableSandboxedEnvironment(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
@@ -59,7 +60,10 @@ def render_template(source: str, variables: dict[str, Any], what: str = "templat
 def template_variables(source: str) -> frozenset[str]:
     """Names a template reads from its context (raises jinja2.TemplateSyntaxError, or ScaffoldError
     when finding them hits a bound)."""
-    _env.parse(source)  # parsing evaluates nothing; a syntax error is raised here
+    try:
+        _env.parse(source)  # parsing evaluates nothing; a syntax error is raised here
+    except RecursionError:  # Jinja's parser recurses per bracket: `{{ ((((...)))) }}` needs no loop
+        raise ScaffoldError("the template is nested too deeply to parse (brackets or blocks)") from None
     return names_bounded(source)
 
 

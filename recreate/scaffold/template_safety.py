@@ -47,12 +47,17 @@ def unsafe_reason(source: str) -> str | None:
     whoever validates or renders it)."""
     try:
         tree = _parser.parse(source)
-    except Exception:  # a syntax error (or a bound of the parser)
+    except RecursionError:  # fails here, may parse where a deeper recursion limit is set: not vouched for
+        return "nested too deeply to check"
+    except Exception:  # a syntax error: it renders nowhere
         return None
-    for node in tree.find_all((nodes.Getattr, nodes.Getitem, nodes.Filter)):
-        reason = _node_reason(node)
-        if reason:
-            return f"line {node.lineno}: {reason}"
+    try:
+        for node in tree.find_all((nodes.Getattr, nodes.Getitem, nodes.Filter)):
+            reason = _node_reason(node)
+            if reason:
+                return f"line {node.lineno}: {reason}"
+    except RecursionError:  # a tree too deep to walk is not one we can vouch for
+        return "nested too deeply to check"
     return None
 
 

@@ -19,10 +19,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import jsonschema
 from jinja2 import TemplateSyntaxError
 
 from recreate.sandbox.base import SandboxSpec
+from recreate.scaffold.args_schema import MAX_SCHEMA_DEPTH, argument_errors, nesting_depth, schema_problem
 from recreate.scaffold.errors import Problem, ScaffoldError, ScaffoldValidationError
 from recreate.scaffold.files import MEMORY_FILE, SCAFFOLD_FILE, TOOL_FILE, TOOLS_DIR
 from recreate.scaffold.model import RESERVED_TOOL_NAMES, TOOL_ROOT, Scaffold, Tool
@@ -207,23 +207,31 @@ def _tool_problems(tool: Tool, bounds: Bounds) -> list[Problem]:
         problems.append(
             Problem(spec_file, "args.type", "the args schema must be a JSON schema with type: object")
         )
-    try:
-        jsonschema.Draft202012Validator.check_schema(tool.args)
-    except jsonschema.SchemaError as exc:
-        problems.append(Problem(spec_file, "args", f"invalid JSON schema: {exc.message}"))
+    unusable = schema_problem(tool.args)
+    if unusable:
+        problems.append(Problem(spec_file, "args", unusable))
         return problems
     if tool.smoke is None:
         return problems
-    for error in jsonschema.Draft202012Validator(tool.args).iter_errors(tool.smoke.args):
-        path = ".".join(str(p) for p in error.absolute_path)
-        problems.append(
-            Problem(
-                spec_file,
-                "smoke.args" + (f".{path}" if path else ""),
-                f"does not match the args schema: {error.message}",
-            )
+    return problems + _smoke_args_problems(tool, spec_file)
+
+
+def _smoke_args_problems(tool: Tool, spec_file: str) -> list[Problem]:
+    assert tool.smoke is not None
+    if nesting_depth(tool.smoke.args) > MAX_SCHEMA_DEPTH:
+        return [Problem(spec_file, "smoke.args", f"nested deeper than {MAX_SCHEMA_DEPTH} levels")]
+    try:
+        errors = argument_errors(tool.args, tool.smoke.args, "")
+    except ScaffoldError as exc:  # a regex of the schema ran past its time
+        return [Problem(spec_file, "smoke.args", str(exc))]
+    return [
+        Problem(
+            spec_file,
+            ".".join(["smoke.args", *(str(part) for part in path)]),
+            f"does not match the args schema: {message}",
         )
-    return problems
+        for path, message in errors
+    ]
 
 
 def install_tools(session: Session, tools: list[Tool], root: str = TOOL_ROOT) -> None:
