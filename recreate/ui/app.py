@@ -7,11 +7,14 @@ from this server only (no inline script), so even markup that slipped through co
 
 A request whose Host header is not this server's (the bound host, localhost, 127.0.0.1 or [::1], with its
 port) gets 421: a web page that rebinds its own DNS name to 127.0.0.1 reaches the socket but not the data.
-Error pages never show the home's absolute path."""
+Error pages never show the home's absolute path. Everything shown is read from files that a hand edit or
+an import may have given any shape: such a file is an error for its own page (a 500 naming the page and
+the problem), and a list shows such a run as one "unreadable" row; every other page still shows."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
@@ -37,6 +40,8 @@ HEADERS = {
     "Referrer-Policy": "no-referrer",
 }
 LOOPBACK = ("localhost", "127.0.0.1", "[::1]")
+MAX_REASON_CHARS = 500
+log = logging.getLogger(__name__)
 _LOOPBACK_HOST = re.compile(r"(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?")
 
 
@@ -93,8 +98,13 @@ def create_app(
 
     def page(template: str, handler: Any) -> Any:
         async def endpoint(request: Request) -> Response:
-            context = await run_in_threadpool(handler, request)
-            html = env.get_template(template).render(request=request, home=pages.home, **context)
+            try:
+                context = await run_in_threadpool(handler, request)
+                html = env.get_template(template).render(request=request, home=pages.home, **context)
+            except HTTPException:
+                raise
+            except Exception as exc:  # a file of the home that is not what it should be: this page says so
+                raise _unshowable(request, exc) from exc
             return HTMLResponse(html, headers=HEADERS)
 
         return endpoint
@@ -133,6 +143,14 @@ def create_app(
     )
     app.add_middleware(HostCheck, hosts=hosts)
     return app
+
+
+def _unshowable(request: Request, exc: Exception) -> HTTPException:
+    """A 500 that names the page and what went wrong (one item of the home that does not read; every
+    other page still shows), logged with its traceback."""
+    log.warning("%s could not be shown", request.url.path, exc_info=exc)
+    reason = f"{type(exc).__name__}: {exc}"[:MAX_REASON_CHARS]
+    return HTTPException(500, f"{request.url.path} could not be shown: {reason}")
 
 
 def serve(

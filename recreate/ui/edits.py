@@ -22,20 +22,29 @@ COMPONENT = {
 }
 
 
-def component_of(op: dict[str, Any]) -> str:
-    if op["op"] in COMPONENT:
+def component_of(op: Any) -> str:
+    if not isinstance(op, dict):
+        return "?"
+    if op.get("op") in COMPONENT:
         return COMPONENT[op["op"]]
     return str(op.get("field", "field")).split(".")[0]
 
 
-def op_content(op: dict[str, Any]) -> str:
-    """What an edit op changes, in one clipped line (the rationale says why)."""
-    if op["op"] == "replace_text":
-        return f"{op['field']}: {clip_middle(op['old'], 120)!r} -> {clip_middle(op['new'], 300)!r}"
-    if op["op"] == "set_field":
-        return f"{op['field']} = {clip_middle(str(op['value']), 300)}"
-    if op["op"] == "add_example":
-        steps = " ; ".join(str(x.get("command") or x.get("submit") or "") for x in op.get("steps", []))
-        return f"{clip_middle(op['task'], 200)} => {clip_middle(steps, 300)}"
+def op_content(op: Any) -> str:
+    """What an edit op changes, in one clipped line (the rationale says why); an op missing a field (a
+    hand-edited file) shows what it has."""
+    if not isinstance(op, dict):
+        return clip_middle(str(op), 300)
+    kind, field = op.get("op"), op.get("field")
+    if kind == "replace_text":
+        old, new = str(op.get("old", "")), str(op.get("new", ""))
+        return f"{field}: {clip_middle(old, 120)!r} -> {clip_middle(new, 300)!r}"
+    if kind == "set_field":
+        return f"{field} = {clip_middle(str(op.get('value')), 300)}"
+    if kind == "add_example":
+        steps = op.get("steps") if isinstance(op.get("steps"), list) else []
+        shown = [str(x.get("command") or x.get("submit") or "") for x in steps if isinstance(x, dict)]
+        done = " ; ".join(shown)
+        return f"{clip_middle(str(op.get('task', '')), 200)} => {clip_middle(done, 300)}"
     keys = ("id", "name", "title", "text", "description", "content", "index")
     return " · ".join(clip_middle(str(op[k]), 300) for k in keys if op.get(k))

@@ -143,12 +143,16 @@ def _scores_chart(scaffolds: list[dict[str, Any]], models: list[dict[str, Any]])
     )
 
 
+def _amount(value: Any) -> float:
+    """A usage number; 0 for anything else (a hand-edited file: the usage table shows it as it is)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
 def _cost_chart(usage: dict[str, dict[str, float]]) -> Markup:
-    if any(u.get("cost_usd") for u in usage.values()):
-        return bar_chart(
-            list(usage), [u.get("cost_usd") or 0.0 for u in usage.values()], "cost per role", "USD"
-        )
-    tokens = [(u.get("prompt_tokens") or 0) + (u.get("completion_tokens") or 0) for u in usage.values()]
+    costs = [_amount(u.get("cost_usd")) for u in usage.values()]
+    if any(costs):
+        return bar_chart(list(usage), costs, "cost per role", "USD")
+    tokens = [_amount(u.get("prompt_tokens")) + _amount(u.get("completion_tokens")) for u in usage.values()]
     return bar_chart(list(usage), tokens, "tokens per role (no cost)", "tokens")  # local models: free
 
 

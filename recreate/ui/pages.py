@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -17,11 +18,21 @@ from recreate.ui import training as train
 from recreate.ui.charts import Series, line_chart
 from recreate.ui.evolution import run_view
 from recreate.ui.lineage import reflection, version_view
-from recreate.ui.runs import EvolveRun, eval_runs, eval_summary, evolve_runs, read_json
+from recreate.ui.runs import (
+    EvolveRun,
+    RunSummary,
+    eval_runs,
+    eval_summary,
+    evolve_runs,
+    read_json,
+    run_signature,
+    unreadable_summary,
+)
 from recreate.ui.tokens import Tokenizers
 from recreate.ui.trajectories import PAGE_SIZE, Page, TrajectoryReader
 
 MAX_K = 50
+DONE = ("finished", "stopped at budget")  # statuses that no longer change while the files do not
 
 
 def _offset(request: Request) -> int:
@@ -31,6 +42,30 @@ def _offset(request: Request) -> int:
         raise HTTPException(400, "offset must be a whole number") from None
 
 
+def _task_ids(value: Any) -> frozenset[str]:
+    """A split's task ids as a run's config lists them (anything else in that place: none)."""
+    if not isinstance(value, list):
+        return frozenset()
+    return frozenset(str(v) for v in value if isinstance(v, str | int))
+
+
+def _summaries(
+    kind: str,
+    folders: list[Path],
+    summarize: Callable[[Path], RunSummary],
+    run_id: Callable[[Path], str] = lambda folder: folder.name,
+) -> list[RunSummary]:
+    """One row per run folder; a run whose files do not read as a run is a row that says so (the
+    others are listed as usual)."""
+    out = []
+    for folder in folders:
+        try:
+            out.append(summarize(folder))
+        except Exception as exc:  # a hand-edited or imported file of any shape: that row, never the page
+            out.append(unreadable_summary(folder, kind, run_id(folder), exc))
+    return out
+
+
 class Pages:
     def __init__(self, home: Path, *, embedding: str, chroma_url: str | None) -> None:
         self.home = home
@@ -38,6 +73,8 @@ class Pages:
         self.trajectories = TrajectoryReader(home, embedding=embedding, chroma_url=chroma_url)
         self.tokenizers = Tokenizers(home)  # the heat map's token text, one tokenizer per run and model
         self._splits: dict[str, dict[str, frozenset[str]] | str] = {}  # run id -> its splits' task ids
+        self._done: dict[Path, tuple[Any, RunSummary]] = {}  # run folder -> (its files' stats, its row)
+        self._refs: dict[Path, tuple[Any, frozenset[str]]] = {}  # run folder -> (stats, its versions)
 
     def _run(self, run_id: str) -> EvolveRun:
         run_dir = self.home / "runs" / run_id
@@ -45,10 +82,30 @@ class Pages:
             raise HTTPException(404, f"no evolve run {run_id!r} under {self.home / 'runs'}")
         return EvolveRun.open(run_dir)
 
+    def _evolve_summary(self, run_dir: Path) -> RunSummary:
+        """A finished run's row, read once while its files stay as they are: the runs table is polled
+        every few seconds while a run is live, and a result.json holds every reflection's messages."""
+        key = run_signature(run_dir)
+        cached = self._done.get(run_dir)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        summary = EvolveRun.open(run_dir).summary()
+        if summary.status in DONE:
+            self._done[run_dir] = (key, summary)
+        return summary
+
+    def _training_summaries(self) -> list[RunSummary]:
+        return _summaries(
+            "train",
+            train.training_dirs(self.home),
+            lambda folder: train.training_summary(self.home, folder),
+            lambda folder: train.run_id(self.home, folder),
+        )
+
     def runs(self, request: Request) -> dict[str, Any]:
-        summaries = [EvolveRun.open(d).summary() for d in evolve_runs(self.home)]
-        summaries += [eval_summary(d) for d in eval_runs(self.home)]
-        summaries += [train.training_summary(self.home, d) for d in train.training_dirs(self.home)]
+        summaries = _summaries("evolve", evolve_runs(self.home), self._evolve_summary)
+        summaries += _summaries("eval", eval_runs(self.home), eval_summary)
+        summaries += self._training_summaries()
         summaries.sort(key=lambda s: s.started or 0, reverse=True)
         return {"runs": summaries, "live": any(s.status == "running" for s in summaries)}
 
@@ -74,9 +131,10 @@ class Pages:
             config = read_json(self.home / "runs" / run_id / "config.json")
             evaluated = read_json(self.home / "evals" / run_id / "results.json")
             if config is not None:
-                self._splits[run_id] = {k: frozenset(config.get(k) or ()) for k in ("train", "val", "test")}
+                self._splits[run_id] = {k: _task_ids(config.get(k)) for k in ("train", "val", "test")}
             elif evaluated is not None:  # an eval runs every task of one split
-                self._splits[run_id] = str((evaluated.get("run") or {}).get("split") or "")
+                run = evaluated.get("run")
+                self._splits[run_id] = str(run.get("split") or "") if isinstance(run, dict) else ""
             else:
                 return ""
         splits = self._splits[run_id]
@@ -87,10 +145,25 @@ class Pages:
     def _run_of(self, ref: str) -> EvolveRun | None:
         """The evolve run that made (or judged) version `ref`: its gate decision and evidence."""
         for run_dir in evolve_runs(self.home):
-            run = EvolveRun.open(run_dir)
-            if run.entry_of(ref) is not None:
-                return run
+            try:
+                if ref in self._versions_of(run_dir):
+                    return EvolveRun.open(run_dir)
+            except Exception:  # noqa: S112 - an unreadable run judged nothing this page can show
+                continue
         return None
+
+    def _versions_of(self, run_dir: Path) -> frozenset[str]:
+        """The versions a run made or judged; a finished run's read once while its files stay as they
+        are (a version page without ?run= looks through every run)."""
+        key = run_signature(run_dir)
+        cached = self._refs.get(run_dir)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        run = EvolveRun.open(run_dir)
+        refs = frozenset(str(h["ref"]) for h in run.history if h.get("ref"))
+        if run.status in DONE:
+            self._refs[run_dir] = (key, refs)
+        return refs
 
     def version(self, request: Request) -> dict[str, Any]:
         ref = request.path_params["ref"]
@@ -114,7 +187,9 @@ class Pages:
         return {"summary": eval_summary(out), "doc": doc, "page": page}
 
     def _trajectory(self, trajectory_id: str) -> Any:
-        traj = self.trajectories.load(trajectory_id)
+        traj, problem = self.trajectories.read(trajectory_id)
+        if problem:
+            raise HTTPException(500, f"trajectory {trajectory_id!r} does not load: {problem}")
         if traj is None:
             raise HTTPException(404, f"no trajectory {trajectory_id!r} in this home")
         return traj
@@ -168,7 +243,7 @@ class Pages:
         }
 
     def training(self, request: Request) -> dict[str, Any]:
-        return {"runs": [train.training_summary(self.home, d) for d in train.training_dirs(self.home)]}
+        return {"runs": self._training_summaries()}
 
     def training_run(self, request: Request) -> dict[str, Any]:
         path = request.path_params["path"]

@@ -2,7 +2,8 @@
 
 Autoescaping is on for everything: trajectories hold model output, which is untrusted. A static page
 has no server behind it: `link` writes plain text instead of a link, the stylesheet is inlined and no
-script is loaded."""
+script is loaded; its own Content-Security-Policy (a meta tag: a file opened from disk has no headers)
+allows no script at all, so even markup that slipped through could not run."""
 
 from __future__ import annotations
 
@@ -25,14 +26,33 @@ def environment(*, static: bool = False) -> Environment:
         autoescape=select_autoescape(default=True, default_for_string=True),
     )
     env.filters["q"] = lambda value: quote(str(value), safe="@")
-    env.filters["when"] = lambda t: time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "-"
-    env.filters["num"] = lambda v, digits=3: "-" if v is None else f"{v:.{digits}f}"
-    env.filters["signed"] = lambda v: "-" if v is None else f"{v:+.3f}"
+    env.filters["qpath"] = lambda value: quote(str(value), safe="@/")  # a path of segments: runs/x/train
+    env.filters["when"] = _when
+    env.filters["num"] = lambda v, digits=3: _number(v, f".{digits}f")
+    env.filters["signed"] = lambda v: _number(v, "+.3f")
     env.globals |= {"urlencode": urlencode, "op_content": op_content, "component_of": component_of}
     env.globals["static"] = static
     env.globals["link"] = _text if static else _link
     env.globals["css"] = Markup((STATIC / "style.css").read_text(encoding="utf-8")) if static else ""
     return env
+
+
+def _when(t: float | None) -> str:
+    """A local time; "-" for none and for one no calendar reaches (a file's mtime can be anything)."""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "-"
+    except (OverflowError, OSError, ValueError):
+        return "-"
+
+
+def _number(value: Any, spec: str) -> str:
+    """A number as `spec` formats it; "-" for None and the text of anything else (a hand-edited file
+    may hold a string where a score should be: the page shows it rather than failing)."""
+    if value is None:
+        return "-"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return format(value, spec)
+    return str(value)
 
 
 def _link(href: str, text: Any, cls: str = "") -> Markup:

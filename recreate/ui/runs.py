@@ -34,17 +34,33 @@ class RunSummary:
     detail: str = ""  # the reason a run stopped, the seed, the domain
     best_of: str = ""  # what `best` measured: the pair (scaffold × model) and the gate that kept it
 
+    def __post_init__(self) -> None:
+        """The fields as the runs table shows them: a file whose values are not of their kind (a hand
+        edit, an import) raises here, and the table shows that run as unreadable instead of failing."""
+        self.spend = {str(role): float(usd or 0.0) for role, usd in self.spend.items()}
+        self.best = None if self.best is None else float(self.best)
+        self.started = None if self.started is None else float(self.started)
+        self.detail, self.best_of = str(self.detail), str(self.best_of)
+
     @property
     def total_usd(self) -> float:
         return sum(self.spend.values())
 
 
-def read_json(path: Path) -> Any:
-    """The parsed file, or None when it is absent or torn (a writer killed mid-way)."""
+def unreadable_summary(folder: Path, kind: str, run_id: str, exc: Exception) -> RunSummary:
+    """The row of a run whose files do not read as a run (the table lists the others as usual)."""
+    reason = f"{type(exc).__name__}: {exc}"
+    return RunSummary(run_id, kind, "unreadable", _mtime(folder), detail=f"cannot be shown: {reason[:300]}")
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in the file, or None when it is absent, torn (a writer killed mid-way) or holds
+    anything but an object (every file the UI reads is one)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    return doc if isinstance(doc, dict) else None
 
 
 def mean(scores: dict[str, float] | None) -> float | None:
@@ -56,6 +72,19 @@ def _mtime(path: Path) -> float | None:
         return path.stat().st_mtime
     except OSError:
         return None
+
+
+def run_signature(run_dir: Path) -> tuple[tuple[int, int] | None, ...]:
+    """(mtime, size) of each file a run's status and summary are read from: while it is the same, so
+    are they (for a run that has its result; a live one's status also depends on the clock)."""
+    out = []
+    for name in ("config.json", "result.json", *_ACTIVITY_FILES):
+        try:
+            stat = (run_dir / name).stat()
+            out.append((stat.st_mtime_ns, stat.st_size))
+        except OSError:
+            out.append(None)
+    return tuple(out)
 
 
 def status_of(done: bool, stopped: bool, last_write: float | None, now: float | None = None) -> str:
@@ -93,7 +122,8 @@ def ledger_usage(path: Path) -> dict[str, dict[str, float]]:
         role = usage.setdefault(str(row.get("role", "?")), dict.fromkeys(_USAGE_KEYS, 0.0))
         role["calls"] += 1
         for key in _USAGE_KEYS[1:]:
-            role[key] += row.get(key) or 0
+            value = row.get(key)
+            role[key] += value if isinstance(value, int | float) and not isinstance(value, bool) else 0
     return usage
 
 
@@ -134,18 +164,23 @@ class EvolveRun:
             self._live = checkpoint_state(self.dir, self.status == "running")
         return self._live
 
+    def _rows(self, key: str) -> list[dict[str, Any]]:
+        """The state's list under `key`, its objects only (what a page can show of a damaged file)."""
+        rows = self._state().get(key)
+        return [row for row in rows if isinstance(row, dict)] if isinstance(rows, list) else []
+
     @property
     def history(self) -> list[dict[str, Any]]:
-        return list(self._state().get("history") or [])
+        return self._rows("history")
 
     @property
     def results(self) -> list[dict[str, Any]]:
-        return list(self._state().get("results") or [])
+        return self._rows("results")
 
     @property
     def models(self) -> list[dict[str, Any]]:
         """One entry per fine-tuning step (its model gate), none when the run does not fine-tune."""
-        return list(self._state().get("models") or [])
+        return self._rows("models")
 
     @property
     def final_scaffold(self) -> str | None:
@@ -158,8 +193,9 @@ class EvolveRun:
         return state.get("final_model") or state.get("model")
 
     def usage(self) -> dict[str, dict[str, float]]:
-        if self.result is not None and self.result.get("usage"):
-            return dict(self.result["usage"])
+        usage = (self.result or {}).get("usage")
+        if isinstance(usage, dict) and usage:
+            return {str(role): u for role, u in usage.items() if isinstance(u, dict)}
         return ledger_usage(self.dir / "ledger.jsonl")
 
     def spend(self) -> dict[str, float]:

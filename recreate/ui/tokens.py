@@ -43,7 +43,7 @@ class Token:
 
     @property
     def probability(self) -> float:
-        return math.exp(self.logprob)
+        return math.exp(min(self.logprob, 0.0))  # a log-prob over 0 (no endpoint's) would overflow
 
     @property
     def shown(self) -> list[tuple[bool, str]]:

@@ -86,19 +86,42 @@ class TrajectoryReader:
         return CatalogEntry(*row) if row else None
 
     def load(self, trajectory_id: str) -> Trajectory | None:
-        """From the store, else from a run's or an eval's own copy (runs keep theirs)."""
-        entry = self.entry(trajectory_id)
-        candidates = [self.root / entry.path] if entry else []
-        name = f"{trajectory_id}.json"
-        if "/" not in trajectory_id and not trajectory_id.startswith("."):
-            candidates += [p / "trajectories" / name for p in self._run_dirs()]
-        for path in candidates:
+        """From the store, else from a run's or an eval's own copy (runs keep theirs); None when no
+        copy loads."""
+        return self.read(trajectory_id)[0]
+
+    def read(self, trajectory_id: str) -> tuple[Trajectory | None, str]:
+        """The trajectory (its first copy that loads), or None and why the copies there do not load
+        ("" when there is none)."""
+        problem = ""
+        for path in self._copies(trajectory_id):
             if path.is_file():
                 try:
-                    return load_trajectory(path)
-                except SchemaError:
-                    return None
-        return None
+                    return load_trajectory(path), ""
+                except (SchemaError, OSError, ValueError) as exc:  # ValueError: not UTF-8
+                    problem = problem or self._problem(path, exc)
+        return None, problem
+
+    def _problem(self, path: Path, exc: Exception) -> str:
+        """Why `path` does not load; of a file outside the home (a link out of it) only its kind, as
+        a schema error quotes values of the file."""
+        try:
+            inside = path.resolve().is_relative_to(self.home.resolve())
+        except (OSError, RuntimeError):
+            inside = False
+        if not inside:
+            return f"{type(exc).__name__} (a file outside the home)"
+        return f"{type(exc).__name__}: {exc}"[:500]
+
+    def _copies(self, trajectory_id: str) -> list[Path]:
+        """Where a trajectory may be: the store's file (a path inside the store) and the runs' copies."""
+        entry = self.entry(trajectory_id)
+        stored = Path(entry.path) if entry else None
+        inside = stored is not None and not stored.is_absolute() and ".." not in stored.parts
+        candidates = [self.root / stored] if stored is not None and inside else []
+        if "/" not in trajectory_id and not trajectory_id.startswith("."):
+            candidates += [p / "trajectories" / f"{trajectory_id}.json" for p in self._run_dirs()]
+        return candidates
 
     def _run_dirs(self) -> list[Path]:
         return [
@@ -113,10 +136,15 @@ class TrajectoryReader:
         page = self.page({"domain": traj.domain, "task_id": traj.task_id}, 0, limit + 1)
         return [e for e in page.entries if e.id != traj.trajectory_id][:limit]
 
+    def _indexed(self) -> bool:
+        """Whether there is an index to search: opening the store's embedded index where there is none
+        would create one (a GET, which any web page can send, writes nothing to the home)."""
+        return self._chroma_url is not None or (self.root / "chroma").is_dir()
+
     def search(self, query: str, scope: str, filters: dict[str, str], k: int) -> list[Any]:
         """The store's own search (ExperienceStore.search), with background indexing off: the UI never
         writes to the store."""
-        if not self.catalog_path.is_file():
+        if not self.catalog_path.is_file() or not self._indexed():
             return []
         with self._store_lock:
             if self._store is None:
