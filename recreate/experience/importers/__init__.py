@@ -14,7 +14,9 @@ from recreate.experience.importers.common import (
     ImportBatch,
     ImportFormatError,
     describe,
+    read_text,
     redacted,
+    split_lines,
     storable_problem,
 )
 from recreate.experience.schema import SchemaError, load_trajectory
@@ -22,17 +24,6 @@ from recreate.redact import redact
 
 FORMATS = ("auto", "trajectory", "mini-swe-agent", "openai", "langsmith")
 _SUFFIXES = (".json", ".jsonl")
-
-
-def read_text(path: Path) -> str:
-    """A log file's text: UTF-8, a leading byte-order mark dropped, undecodable bytes replaced."""
-    return path.read_text(encoding="utf-8-sig", errors="replace")
-
-
-def split_lines(text: str) -> list[str]:
-    """JSONL lines, split at newlines only: a JSON string may hold U+2028 or U+0085 unescaped
-    (ensure_ascii=False), where str.splitlines() would cut a record in two."""
-    return text.split("\n")
 
 
 def _first_record(path: Path) -> object:

@@ -6,6 +6,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -28,6 +29,17 @@ class ImportBatch:
     def extend(self, other: ImportBatch) -> None:
         self.trajectories += other.trajectories
         self.errors += other.errors
+
+
+def read_text(path: Path) -> str:
+    """A log file's text: UTF-8, a leading byte-order mark dropped, undecodable bytes replaced."""
+    return path.read_text(encoding="utf-8-sig", errors="replace")
+
+
+def split_lines(text: str) -> list[str]:
+    """JSONL lines, split at newlines only: a JSON string may hold U+2028 or U+0085 unescaped
+    (ensure_ascii=False), where str.splitlines() would cut a record in two."""
+    return text.split("\n")
 
 
 def redacted(trajectory: Trajectory) -> Trajectory:

@@ -21,7 +21,9 @@ from recreate.experience.importers.common import (
     ImportFormatError,
     as_text,
     describe,
+    read_text,
     safe_id,
+    split_lines,
 )
 from recreate.experience.schema import (
     Evaluation,
@@ -183,12 +185,12 @@ def convert_trace(runs: list[dict[str, Any]], *, source: str, domain: str = "lan
 
 
 def load_runs(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    text = path.read_text(encoding="utf-8-sig", errors="replace")
+    text = read_text(path)
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
         runs, errors = [], []
-        for number, line in enumerate(text.split("\n"), start=1):  # not splitlines(): U+2028 is text
+        for number, line in enumerate(split_lines(text), start=1):
             if line.strip():
                 try:
                     runs.append(json.loads(line))

@@ -20,7 +20,9 @@ from recreate.experience.importers.common import (
     clean_message,
     describe,
     parse_json_args,
+    read_text,
     safe_id,
+    split_lines,
     stable_id,
 )
 from recreate.experience.schema import Evaluation, ModelInfo, Observation, Outcome, Step, Totals, Trajectory
@@ -112,8 +114,8 @@ def convert(record: dict[str, Any], *, source: str, domain: str = "chat") -> Tra
 
 def read(path: Path, *, domain: str = "chat") -> ImportBatch:
     batch = ImportBatch()
-    text = path.read_text(encoding="utf-8-sig", errors="replace")
-    for number, line in enumerate(text.split("\n"), start=1):  # not splitlines(): U+2028 is text
+    text = read_text(path)
+    for number, line in enumerate(split_lines(text), start=1):
         if not line.strip():
             continue
         try:
