@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,6 +27,14 @@ from tests.suite_order import (  # noqa: F401  (how a parallel run hands out the
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 FAKE_KEY = "sk-test-SECRET-0123456789abcdefghij"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A suite started in the background by a non-interactive shell (`cmd &`, nohup) inherits SIGINT
+    # ignored; Python then turns no Ctrl-C into KeyboardInterrupt, nor do the servers the tests start
+    # (exec keeps an ignored signal ignored). The tests of Ctrl-C need it delivered as at a terminal.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _recording(opened: list[Any], make: Callable[..., Any]) -> Callable[..., Any]:
