@@ -7,6 +7,9 @@ from this server only (no inline script), so even markup that slipped through co
 
 A request whose Host header is not this server's (the bound host, localhost, 127.0.0.1 or [::1], with its
 port) gets 421: a web page that rebinds its own DNS name to 127.0.0.1 reaches the socket but not the data.
+A request another site's page makes in the background (Fetch Metadata: `Sec-Fetch-Site` cross-site or
+same-site, not a navigation) gets 403: nothing here changes state, but such a page could keep the
+server busy with searches; following a link to it still works.
 Error pages never show the home's absolute path. Everything shown is read from files that a hand edit or
 an import may have given any shape: such a file is an error for its own page (a 500 naming the page and
 the problem), and a list shows such a run as one "unreadable" row; every other page still shows."""
@@ -54,24 +57,34 @@ def allowed_hosts(host: str, port: int, extra: Iterable[str] = ()) -> frozenset[
 
 
 class HostCheck:
-    """Refuse (421) a request whose Host header is not one of `hosts` (None: any loopback name, any port)."""
+    """Refuse a request whose Host header is not one of `hosts` (421; None: any loopback name, any
+    port), and one another site's page made in the background (403)."""
 
     def __init__(self, app: ASGIApp, hosts: frozenset[str] | None) -> None:
         self.app, self.hosts = app, hosts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] in ("http", "websocket") and not self._allowed(_host_header(scope)):
-            reply = PlainTextResponse("misdirected request: unknown Host header", status_code=421)
+        reply = self._refusal(scope) if scope["type"] in ("http", "websocket") else None
+        if reply is not None:
             await reply(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+    def _refusal(self, scope: Scope) -> PlainTextResponse | None:
+        if not self._allowed(_header(scope, b"host")):
+            return PlainTextResponse("misdirected request: unknown Host header", status_code=421)
+        site, mode = _header(scope, b"sec-fetch-site"), _header(scope, b"sec-fetch-mode")
+        if site in ("cross-site", "same-site") and mode != "navigate":
+            return PlainTextResponse("forbidden: a request another site's page made", status_code=403)
+        return None
 
     def _allowed(self, host: str) -> bool:
         return host in self.hosts if self.hosts is not None else bool(_LOOPBACK_HOST.fullmatch(host))
 
 
-def _host_header(scope: Scope) -> str:
-    values = [v for k, v in scope.get("headers", []) if k == b"host"]
+def _header(scope: Scope, name: bytes) -> str:
+    """The header's value, lower case; "" when it is missing or sent more than once."""
+    values = [v for k, v in scope.get("headers", []) if k == name]
     return values[0].decode("latin-1").strip().lower() if len(values) == 1 else ""
 
 

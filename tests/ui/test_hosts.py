@@ -1,6 +1,6 @@
 """`recreate ui` as served: only requests addressed to this server (its bound host, localhost, 127.0.0.1,
-[::1], with its port) are answered; a DNS-rebinding page's Host header gets 421. Real server, real
-requests with forged Host headers."""
+[::1], with its port) are answered; a DNS-rebinding page's Host header gets 421, and a request another
+site's page makes in the background 403. Real server, real requests with forged headers."""
 
 from __future__ import annotations
 
@@ -16,11 +16,13 @@ from recreate.local.server import free_port
 from recreate.ui.app import allowed_hosts
 
 
-def _status(port: int, host: str | None, path: str = "/") -> int:
+def _status(port: int, host: str | None, path: str = "/", **headers: str) -> int:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     conn.putrequest("GET", path, skip_host=True)
     if host is not None:
         conn.putheader("Host", host)
+    for name, value in headers.items():
+        conn.putheader(name.replace("_", "-"), value)
     conn.endheaders()
     status = conn.getresponse().status
     conn.close()
@@ -69,3 +71,21 @@ def test_a_foreign_host_header_is_refused(ui_port, host):
 def test_allowed_hosts_brackets_ipv6_and_drops_the_port_only_on_80():
     assert allowed_hosts("::1", 8765) == {"[::1]:8765", "localhost:8765", "127.0.0.1:8765"}
     assert "localhost" in allowed_hosts("127.0.0.1", 80) and "localhost" not in allowed_hosts("127.0.0.1", 81)
+
+
+@pytest.mark.parametrize(
+    ("site", "mode", "status"),
+    [
+        ("cross-site", "no-cors", 403),  # an <img> or fetch() on another site's page
+        ("cross-site", "cors", 403),
+        ("same-site", "no-cors", 403),  # a page of another port of this machine
+        ("cross-site", "navigate", 200),  # following a link to the UI
+        ("same-origin", "cors", 200),  # the UI's own live refresh
+        ("none", "navigate", 200),  # typed into the address bar
+        (None, None, 200),  # a client that sends no Fetch Metadata
+    ],
+)
+def test_a_request_another_sites_page_makes_in_the_background_is_refused(ui_port, site, mode, status):
+    sent = {"Sec_Fetch_Site": site, "Sec_Fetch_Mode": mode} if site else {}
+    for path in ("/experience?q=anything", "/runs-table", "/"):
+        assert _status(ui_port, f"127.0.0.1:{ui_port}", path, **sent) == status, (site, mode, path)
