@@ -2,9 +2,9 @@
 
 A finished rollout is kept under its scaffold's hash, task id, seed and rollout key (`Rollouts.rollout_key`
 hashes the task's content, the domain and its options and code (its checks included), its evaluator (a
-Python evaluator's source and bound values, a command evaluator's scripts), the model and its sampling,
-and the sandbox), so a resumed run (even after kill -9) pays nothing twice, and a changed input is a
-miss, never a result.
+Python evaluator's source, bound values and the globals it reads: helpers, constants, modules' files; a
+command evaluator's scripts), the model and its sampling, and the sandbox), so a resumed run (even after
+kill -9) pays nothing twice, and a changed input is a miss, never a result.
 """
 
 from __future__ import annotations
@@ -112,7 +112,22 @@ def _callable_identity(fn: Any, depth: int = 0) -> str:
         return f"{_source_identity(type(fn))}@{_canonical(_settings(fn, depth + 1))}"
     cells = [cell.cell_contents for cell in fn.__closure__ or () if _filled(cell)]
     bound = [_plain(v, depth + 1) for v in (cells, fn.__defaults__, fn.__kwdefaults__)]
+    bound.append(_plain(_globals_read(fn), depth + 1))  # helpers' globals too, down to _MAX_DEPTH
     return f"{_source_identity(fn)}:{hashlib.sha256(_canonical(bound).encode()).hexdigest()[:16]}"
+
+
+def _globals_read(fn: Any) -> dict[str, Any]:
+    """The module-level names a function's code reads, nested code included: its helpers, constants and
+    modules decide its verdicts as much as its own source does (a changed threshold or helper of an
+    unchanged evaluator)."""
+    names: set[str] = set()
+    codes = [fn.__code__]
+    while codes:
+        code = codes.pop()
+        names.update(code.co_names)
+        codes.extend(c for c in code.co_consts if inspect.iscode(c))
+    found = fn.__globals__
+    return {name: found[name] for name in sorted(names) if name in found and found[name] is not fn}
 
 
 def _source_identity(obj: Any) -> str:
@@ -147,7 +162,7 @@ def _plain(value: Any, depth: int = 0) -> Any:
     if isinstance(value, Path):
         return str(value)
     if inspect.ismodule(value):
-        return value.__name__
+        return f"{value.__name__}:{_file_digest(getattr(value, '__file__', None))}"
     if depth > _MAX_DEPTH:
         return type(value).__qualname__
     if isinstance(value, dict):
@@ -158,6 +173,22 @@ def _plain(value: Any, depth: int = 0) -> Any:
     if callable(value) and not inspect.isclass(value):
         return _callable_identity(value, depth + 1)
     return _settings(value, depth + 1)
+
+
+@functools.lru_cache(maxsize=512)
+def _file_digest_at(path: str, mtime_ns: int, size: int) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def _file_digest(path: str | None) -> str:
+    """A module's file by content (a helper module edited between runs), cached by its mtime and size."""
+    if not path:
+        return ""
+    try:
+        stat = Path(path).stat()
+        return _file_digest_at(path, stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        return ""
 
 
 def _settings(obj: Any, depth: int) -> list[Any]:

@@ -4,7 +4,9 @@ the rollout cache key names (each a defect found by a hostile review, kept as a 
 from __future__ import annotations
 
 import functools
+import importlib
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -36,15 +38,15 @@ def test_one_paired_task_is_no_test_even_when_the_candidate_wins_it() -> None:
 
 
 def test_a_gate_most_of_whose_runs_errored_decides_nothing() -> None:
-    """Ten validation runs asked for, three scored for both versions (the rest errored: not a random
-    sample of the tasks): the three cannot accept the candidate, however clearly they favour it."""
-    parent = {f"t{i}": 0.0 for i in range(10)}
-    candidate = {f"t{i}": 1.0 for i in range(3)}
-    assert paired_gate(parent, candidate).accepted  # without the count asked for: three clear wins
-    verdict = paired_gate(parent, candidate, asked=10)
-    assert not verdict.accepted and "only 3 of 10 validation runs" in verdict.reason
-    half = {f"t{i}": 1.0 for i in range(5)}
-    assert paired_gate(parent, half, asked=10).accepted  # half of them scored: a test
+    """Twenty validation runs asked for, seven scored for both versions (the rest errored: not a random
+    sample of the tasks): the seven cannot accept the candidate, however clearly they favour it."""
+    parent = {f"t{i}": 0.0 for i in range(20)}
+    candidate = {f"t{i}": 1.0 for i in range(7)}
+    assert paired_gate(parent, candidate).accepted  # without the count asked for: seven clear wins
+    verdict = paired_gate(parent, candidate, asked=20)
+    assert not verdict.accepted and "only 7 of 20 validation runs" in verdict.reason
+    half = {f"t{i}": 1.0 for i in range(10)}
+    assert paired_gate(parent, half, asked=20).accepted  # half of them scored: a test
 
 
 def test_a_tie_on_one_task_does_not_promote_the_smaller_scaffold() -> None:
@@ -136,6 +138,54 @@ def test_a_python_evaluators_bound_settings_are_part_of_the_key(tmp_path, lenien
     assert one != other
     again = settings_fingerprint(get_domain("jsonl", data=data, evaluator=lenient))
     assert one == again  # stable: no addresses or ids of objects in it
+
+
+HELPERS = """
+PASS_AT = {pass_at}
+
+
+def long_enough(submission):
+    return len(submission) >= PASS_AT
+"""
+JUDGE = """
+import {helpers} as helpers
+from {helpers} import long_enough
+
+LIMIT = {limit}
+
+
+def judge(task, submission):
+    return 1.0 if long_enough(submission) and len(submission) < LIMIT and helpers.PASS_AT else 0.0
+"""
+
+
+def _evaluator_from_files(folder: Path, name: str, *, pass_at: int, limit: int, monkeypatch) -> object:
+    """A Python evaluator whose verdicts hang on a constant of its module and on a helper module."""
+    folder.mkdir(exist_ok=True)
+    (folder / f"{name}_helpers.py").write_text(HELPERS.format(pass_at=pass_at))
+    (folder / f"{name}.py").write_text(JUDGE.format(helpers=f"{name}_helpers", limit=limit))
+    monkeypatch.syspath_prepend(str(folder))
+    for module in (name, f"{name}_helpers"):
+        sys.modules.pop(module, None)
+    return importlib.import_module(name).judge
+
+
+def test_what_a_python_evaluator_reads_beyond_its_source_is_part_of_the_key(tmp_path, monkeypatch):
+    """The function's source is the same in every case; its module's constant, its helper's constant
+    and its helper module's file are not, and each decides the verdicts."""
+    data = write_tasks(tmp_path / "tasks.jsonl", 1)
+
+    def key(pass_at: int, limit: int, name: str = "judge_a") -> dict:
+        judge = _evaluator_from_files(
+            tmp_path / name, name, pass_at=pass_at, limit=limit, monkeypatch=monkeypatch
+        )
+        return settings_fingerprint(get_domain("jsonl", data=data, evaluator=judge))
+
+    base = key(1, 100)
+    assert key(1, 100) == base  # re-imported: the same key (no addresses)
+    assert key(1, 5) != base  # the module's constant
+    assert key(10**6, 100) != base  # the helper's constant (read through the imported helper and module)
+    assert key(1, 100, name="judge_b") != base  # another module
 
 
 @pytest.mark.bwrap
