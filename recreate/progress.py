@@ -16,6 +16,10 @@ def _mean(scores: dict[str, float]) -> str:
     return f"{sum(scores.values()) / len(scores):.3f}" if scores else "n/a"
 
 
+def warn(message: str) -> None:
+    log.warning("warning: %s", message)
+
+
 def validating(ref: str, tasks: int, seeds: int) -> None:
     runs = f"{tasks} tasks" + (f" x {seeds} seeds" if seeds > 1 else "")
     log.info("validating %s on %s", ref, runs)

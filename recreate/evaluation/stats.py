@@ -6,9 +6,16 @@ so every (task, seed) is a pair. Per task, the improvement is the mean over its 
 parent. A percentile bootstrap of the mean over tasks (tasks resampled with replacement — seeds of one
 task stay together, being correlated — 2000 resamples, a fixed seed) gives a 95% interval of the mean
 improvement. The candidate is accepted when the interval's lower bound is above `min_improvement`
-(default 0: the improvement must be reliably positive). A tie — a mean improvement of exactly zero — goes
-to the smaller scaffold: the candidate is accepted only if it is smaller than its parent. Pairs where
-either version hit an endpoint error are not scores and are left out (see `recreate.evaluation.errors`).
+(default 0: the improvement must be reliably positive) and an exact paired sign-flip test of the same
+per-task improvements (less `min_improvement`) rejects "no improvement" at the one-sided level `alpha`
+(default `ALPHA` = 2.5%, the level of a 95% interval's lower bound; the interval is the two-sided
+1 − 2·alpha one). The bootstrap alone is no test on few tasks: when every task improves, every resample
+does, so two tasks that improved by chance (1 in 4 under no effect) were an interval above 0. Under no
+effect each task's sign is a coin flip, so k tasks all improving has chance 2^-k: no candidate is
+accepted on fewer than `min_tasks_to_accept(alpha)` tasks (6 at 2.5%: 2^-5 > 2.5%). A tie — a mean improvement
+of exactly zero — goes to the smaller scaffold: the candidate is accepted only if it is smaller than its
+parent. Pairs where either version hit an endpoint error are not scores and are left out (see
+`recreate.evaluation.errors`).
 Fewer than `MIN_TASKS` paired tasks (e.g. every other task errored) is no test: the bootstrap of one value
 is that value, an interval of width zero, so such a candidate is rejected whatever its one score says; so
 is one for which fewer than `MIN_SCORED` of the validation runs asked for were scored for both versions
@@ -22,16 +29,18 @@ test and the evaluation summaries alike.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy.stats import bootstrap
 
-CONFIDENCE = 0.95
+CONFIDENCE = 0.95  # of the intervals reported
 RESAMPLES = 2000
 MIN_TASKS = 2  # paired tasks below which there is no interval to test (one task: no variation to resample)
 MIN_SCORED = 0.5  # of the validation runs asked for, the share that must be scored for both versions
+ALPHA = 0.025  # the gate's one-sided level: that of a two-sided 95% interval's lower bound
+EXACT_UP_TO = 16  # tasks up to which the sign-flip test enumerates every flip; above, RESAMPLES random ones
 
 
 @dataclass
@@ -49,6 +58,7 @@ class GateResult:
     losses: int
     ties: int
     min_improvement: float = 0.0
+    p_value: float = 1.0  # the one-sided sign-flip test of "no improvement beyond min_improvement"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -68,16 +78,19 @@ def paired_gate(
     candidate_size: int | None = None,
     seed: int = 0,
     asked: int | None = None,
+    alpha: float = ALPHA,
 ) -> GateResult:
     """`asked`: the validation runs (task, seed) each version was run on; when errors (which are no
-    scores) leave fewer than MIN_SCORED of them paired, the few left decide nothing."""
+    scores) leave fewer than MIN_SCORED of them paired, the few left decide nothing. `alpha`: the
+    one-sided level of the test (see the module's docstring)."""
     keys = sorted(set(parent) & set(candidate))
     if not keys:
         reason = "rejected: no validation task was scored for both versions (n=0)"
         return GateResult(False, reason, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, min_improvement)
     per_task = _per_task({key: candidate[key] - parent[key] for key in keys})
     improvement = float(per_task.mean())
-    low, high = bootstrap_ci(per_task, seed=seed)
+    low, high = bootstrap_ci(per_task, confidence=1 - 2 * alpha, seed=seed)
+    p_value = sign_flip_p(per_task - min_improvement, seed=seed)
     diffs = [candidate[k] - parent[k] for k in keys]
     wins, losses = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
     smaller = candidate_size is not None and parent_size is not None and candidate_size < parent_size
@@ -85,8 +98,12 @@ def paired_gate(
         accepted, why = False, f"too few tasks to test (fewer than {MIN_TASKS} scored for both versions)"
     elif asked and len(keys) < MIN_SCORED * asked:
         accepted, why = False, f"only {len(keys)} of {asked} validation runs were scored for both versions"
+    elif low > min_improvement and p_value <= alpha:
+        accepted, why = True, f"the lower bound is above {min_improvement:g}, sign-flip p={p_value:.3f}"
     elif low > min_improvement:
-        accepted, why = True, f"the lower bound is above {min_improvement:g}"
+        least = min_tasks_to_accept(alpha)
+        few = f" (fewer than {least} tasks never do)" if len(per_task) < least else ""
+        accepted, why = False, f"the sign-flip test gives p={p_value:.3f}, not ≤ {alpha:g}{few}"
     elif improvement == 0.0 and smaller:
         accepted, why = True, "a tie, and the candidate is the smaller scaffold"
     elif improvement == 0.0:
@@ -98,7 +115,7 @@ def paired_gate(
     c_mean = sum(candidate[k] for k in keys) / len(keys)
     reason = (
         f"{'accepted' if accepted else 'rejected'}: improvement {improvement:+.3f}, "
-        f"{CONFIDENCE:.0%} CI [{low:+.3f}, {high:+.3f}], n={len(keys)} ({len(per_task)} tasks); "
+        f"{1 - 2 * alpha:.0%} CI [{low:+.3f}, {high:+.3f}], n={len(keys)} ({len(per_task)} tasks); "
         f"val mean {c_mean:.3f} vs parent {p_mean:.3f}; {wins} better, {losses} worse: {why}"
     )
     return GateResult(
@@ -115,6 +132,7 @@ def paired_gate(
         losses,
         len(keys) - wins - losses,
         min_improvement,
+        p_value,
     )
 
 
@@ -126,6 +144,40 @@ def _per_task(scores: dict[str, float]) -> np.ndarray:
     return np.array([np.mean(v) for _, v in sorted(by_task.items())])
 
 
+def min_tasks_to_accept(alpha: float = ALPHA) -> int:
+    """The fewest paired tasks on which the sign-flip test can reach `alpha` (all k improve: 2^-k)."""
+    return max(MIN_TASKS, math.ceil(math.log2(1 / alpha) - 1e-9))
+
+
+def gate_cannot_improve(tasks: int, alpha: float = ALPHA) -> str | None:
+    """Why a gate on `tasks` validation tasks at level `alpha` can accept no improvement, or None."""
+    least = min_tasks_to_accept(alpha)
+    if tasks >= least:
+        return None
+    looser = f", or a looser level (--gate-alpha {2.0**-tasks:g})" if tasks >= MIN_TASKS else ""
+    return (
+        f"with {tasks} validation task(s) the gate (a paired test at level {alpha:g}) can accept no "
+        f"improvement: it needs {least}; give more held-out tasks{looser}"
+    )
+
+
+def sign_flip_p(differences: np.ndarray, *, seed: int = 0) -> float:
+    """One-sided p-value of "the differences are centred on 0" against "above": the share of sign flips
+    of the differences whose sum is at least the observed one. Exact (every flip) up to EXACT_UP_TO values;
+    above, RESAMPLES random flips with the observed one counted (a valid p-value, never 0)."""
+    magnitudes = np.abs(np.asarray(differences, dtype=float))
+    observed = float(np.sum(differences)) - 1e-9 * max(1.0, float(magnitudes.sum()))  # float sums' noise
+    n = magnitudes.size
+    if n == 0:
+        return 1.0
+    if n <= EXACT_UP_TO:
+        codes = np.arange(2**n)[:, None] >> np.arange(n) & 1
+        sums = ((2 * codes - 1) * magnitudes).sum(axis=1)
+        return float(np.mean(sums >= observed))
+    signs = np.random.default_rng(seed).choice([-1.0, 1.0], size=(RESAMPLES, n))
+    return float((1 + np.sum((signs * magnitudes).sum(axis=1) >= observed)) / (1 + RESAMPLES))
+
+
 def bootstrap_ci(
     values: list[float] | np.ndarray, *, confidence: float = CONFIDENCE, seed: int = 0
 ) -> tuple[float, float]:
@@ -134,6 +186,8 @@ def bootstrap_ci(
     data = np.asarray(values, dtype=float)
     if data.size < 2:
         return (float(data[0]), float(data[0])) if data.size else (float("nan"), float("nan"))
+    from scipy.stats import bootstrap  # 0.6 s to import: not on the command line's way to --help
+
     rng = np.random.default_rng(seed)
     result = bootstrap(
         (data,), np.mean, n_resamples=RESAMPLES, confidence_level=confidence, method="percentile", rng=rng

@@ -39,6 +39,7 @@ EvolveState = Mapping[str, Any]  # the loop's state: round, current (HEAD's ref)
 
 class GatedConfig(Protocol):
     min_improvement: float
+    gate_alpha: float
 
 
 class EvolveLoop(Protocol):
@@ -127,6 +128,7 @@ class FinetuneStep:
         verdict = paired_gate(
             before, after, min_improvement=loop.config.min_improvement,
             seed=loop.seed_of("finetune-gate", rnd), asked=len(loop.valset) * runs,
+            alpha=loop.config.gate_alpha,
         )  # fmt: skip
         entry |= {
             "model": candidate.name, "val": after, "parent_val": before, "accepted": verdict.accepted,

@@ -112,7 +112,13 @@ def evolve_command(
     min_improvement: float = typer.Option(
         0.0,
         "--min-improvement",
-        help="Gate: accept a candidate when the 95% lower bound of its mean improvement is above this.",
+        help="Gate: accept a candidate when the lower bound of its mean improvement is above this.",
+    ),
+    gate_alpha: float = typer.Option(
+        None,
+        "--gate-alpha",
+        help="Gate: the one-sided level of its paired test [default: 0.025, a 95% interval's lower bound "
+        "above --min-improvement and a sign-flip test; it needs 6+ validation tasks, at 2^-k k].",
     ),
     val_seeds: int = typer.Option(
         1, "--val-seeds", min=1, help="Validation runs per task and version (a count, not a random seed)."
@@ -211,6 +217,7 @@ def evolve_command(
         batch_size=batch_size,
         max_concurrency=concurrency,
         min_improvement=min_improvement,
+        **({"gate_alpha": gate_alpha} if gate_alpha is not None else {}),
         val_seeds=val_seeds,
         test_seeds=test_seeds,
         seed=random_seed,

@@ -24,10 +24,12 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph.state import CompiledStateGraph
 
+from recreate import progress
 from recreate.config import load_settings
 from recreate.domains.base import Domain, Task
 from recreate.errors import Arg
 from recreate.evaluation.errors import RunHalted
+from recreate.evaluation.stats import gate_cannot_improve
 from recreate.experience.schema import Trajectory
 from recreate.models import (
     Budget,
@@ -137,6 +139,8 @@ class ReCreateOptimizer:
             raise EvolveError("the training set is empty: give at least one task")
         if not valset:
             raise EvolveError("a validation set is required (held-out tasks the gate compares versions on)")
+        if why := gate_cannot_improve(len({t.id for t in valset}), self.config.gate_alpha):
+            progress.warn(why)  # a smoke run may mean it; a real one learns it before it spends
         overlap = {t.id for t in trainset} & {t.id for t in valset}
         if overlap and not allow_train_as_val:
             raise EvolveError(
@@ -326,7 +330,9 @@ _RESUMABLE_KEYS = frozenset(
     {"evolve.max_rollouts", "evolve.max_wall_s", "evolve.max_concurrency", "agent_spec"}
 )
 # keys newer than some runs' config.json: such a run resumes with today's values for them
-_ADDED_KEYS = frozenset({"test", "evolve.optimizer_protocol", "evolve.test_seeds", "finetune.val_seeds"})
+_ADDED_KEYS = frozenset(
+    {"test", "evolve.optimizer_protocol", "evolve.test_seeds", "evolve.gate_alpha", "finetune.val_seeds"}
+)
 
 
 def config_differences(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:

@@ -73,6 +73,7 @@ def print_plan(
     finetune_group_size: int,
     base_url: str | None = None,
 ) -> list[tuple[str, int, int, float | None]]:
+    from recreate.evaluation.stats import gate_cannot_improve
     from recreate.optimizer.synthesis import scaffold_size
 
     steps = cfg.rounds // finetune_every if finetune_every else 0
@@ -97,6 +98,8 @@ def print_plan(
     for role, calls, tokens, usd in rows:
         table.add_row(role, str(calls), f"{tokens:,}", "unknown price" if usd is None else f"${usd:.2f}")
     console.print(table)
+    if why := gate_cannot_improve(n_val, cfg.gate_alpha):
+        console.print(f"warning: {why}")
     costs = [usd for *_, usd in rows]
     if budget_usd is not None and None not in costs and sum(costs) > budget_usd:  # type: ignore[arg-type]
         console.print(

@@ -61,6 +61,7 @@ def scaffold_gate(loop: EvolveLoop, state: EvolveState) -> dict[str, Any]:
         candidate_size=scaffold_size(candidate),
         seed=loop.seed_of("gate", rnd),
         asked=len(loop.valset) * loop.config.val_seeds,
+        alpha=loop.config.gate_alpha,
     )
     loop.scaffolds.attach_scores(info.ref, scores, label="val", gate=verdict.to_dict(), run=loop.run_dir.name)
     entry["errors"] += [f"validation run of {parent} {e}" for e in parent_errors]

@@ -3,7 +3,9 @@
 Everything comes from the run's configurable values or the environment:
 `seed` (RECREATE_SEED), `domain` (RECREATE_DOMAIN), `data` (RECREATE_DATA), `evaluator`
 (RECREATE_EVALUATOR), `model` (RECREATE_MODEL), `optimizer_model` (RECREATE_OPTIMIZER_MODEL),
-`rounds`, `batch_size`. The server brings its own checkpointer; the graph is compiled without one.
+`rounds`, `batch_size`; the gate's level is the operator's alone (RECREATE_GATE_ALPHA, default 0.025:
+a client may not loosen what its versions must show). The server brings its own checkpointer; the graph
+is compiled without one.
 
 A run's configurable values come from a client, so they are held to what the server allows (see
 recreate.agent.client_settings): models on the server's own endpoint, seed and data inside its working
@@ -13,6 +15,7 @@ directory or home, and no evaluator (it runs code: the operator sets RECREATE_EV
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -50,6 +53,20 @@ def _env_count(value: Any, key: str, default: int) -> int:
     return int(value)
 
 
+def _env_level() -> dict[str, float]:
+    """The gate's level from RECREATE_GATE_ALPHA, when the operator set one."""
+    value = os.environ.get("RECREATE_GATE_ALPHA")
+    if value is None:
+        return {}
+    try:
+        level = float(value)
+    except ValueError:
+        level = math.nan
+    if not 0 < level < 0.5:
+        raise ValueError(f"RECREATE_GATE_ALPHA={value!r} is not a level; set it above 0 and below 0.5")
+    return {"gate_alpha": level}
+
+
 def _domain(key: str, value: Any, settings: Settings) -> str:
     from recreate.domains.registry import BUILTIN_DOMAINS
 
@@ -83,7 +100,8 @@ def evolve_graph(config: RunnableConfig) -> CompiledStateGraph:
     seed = value("seed", client_scaffold, REPO / "scaffolds" / "minimal")
     data = value("data", client_path, REPO / "examples" / "custom_domain" / "tasks.jsonl")
     loop = EvolveConfig(rounds=_env_count(value("rounds", _count), "rounds", 2),
-                        batch_size=_env_count(value("batch_size", _count), "batch_size", 3))  # fmt: skip
+                        batch_size=_env_count(value("batch_size", _count), "batch_size", 3),
+                        **_env_level())  # fmt: skip
     optimizer_model = value("optimizer_model", client_model, model)
     domain = get_domain(
         value("domain", _domain, "jsonl"), data=data, **({"evaluator": evaluator} if evaluator else {})

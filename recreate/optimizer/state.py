@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from typing_extensions import TypedDict  # pydantic (LangGraph server schemas) needs it on 3.11
 
 from recreate.errors import Arg, ArgumentError
+from recreate.evaluation.stats import ALPHA
 from recreate.optimizer.protocol import PROTOCOLS
 from recreate.optimizer.reflect import Ablations
 from recreate.optimizer.synthesis import SizeBudget
@@ -41,6 +42,7 @@ class EvolveConfig:
     batch_size: int = 4
     max_concurrency: int = 4
     min_improvement: float = 0.0  # the gate accepts when the improvement's lower bound is above this
+    gate_alpha: float = ALPHA  # the gate's one-sided level (recreate.evaluation.stats)
     val_seeds: int = 1  # validation runs per task and version (paired across versions)
     seed: int = 0
     ablations: Ablations = field(default_factory=Ablations)
@@ -70,6 +72,8 @@ class EvolveConfig:
             _refuse("seed", self.seed, "a whole number", "--random-seed")
         if not _is_number(self.min_improvement) or not math.isfinite(self.min_improvement):
             _refuse("min_improvement", self.min_improvement, "a finite number (e.g. 0.0)")
+        if not _is_number(self.gate_alpha) or not 0 < self.gate_alpha < 0.5:
+            _refuse("gate_alpha", self.gate_alpha, f"a level above 0 and below 0.5 (e.g. {ALPHA})")
         if self.max_wall_s is not None and not (
             _is_number(self.max_wall_s) and 0 < self.max_wall_s < math.inf
         ):

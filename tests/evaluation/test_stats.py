@@ -1,7 +1,13 @@
-"""The gate's stated rule: a paired bootstrap of the mean improvement, accept when its 95% lower bound is
-above --min-improvement; a tie goes to the smaller scaffold."""
+"""The gate's stated rule: a paired bootstrap of the mean improvement and a sign-flip test, accept when
+its 95% lower bound is above --min-improvement and the test rejects "no improvement" at 2.5%; a tie goes
+to the smaller scaffold."""
 
-from recreate.evaluation.stats import paired_gate
+import math
+from itertools import product
+
+import numpy as np
+
+from recreate.evaluation.stats import ALPHA, RESAMPLES, min_tasks_to_accept, paired_gate, sign_flip_p
 
 
 def test_a_reliable_improvement_is_accepted_with_its_interval_and_n():
@@ -48,3 +54,49 @@ def test_seeds_of_one_task_are_resampled_together():
 def test_a_tie_between_versions_of_unknown_size_keeps_the_parent_and_says_so() -> None:
     verdict = paired_gate({"a": 1.0, "b": 0.0}, {"a": 1.0, "b": 0.0})  # e.g. two model versions
     assert not verdict.accepted and verdict.reason.endswith("a tie keeps the parent")
+
+
+def test_few_tasks_that_all_improve_are_no_evidence_at_the_stated_level():
+    """Under no effect each task's sign is a coin flip: k tasks all improving happens 2^-k of the time.
+    The bootstrap alone accepted two such tasks (every resample of two +1s is +1)."""
+    for k in range(2, 6):
+        verdict = paired_gate({f"t{i}": 0.0 for i in range(k)}, {f"t{i}": 1.0 for i in range(k)})
+        assert not verdict.accepted and verdict.low == 1.0  # the interval alone would have accepted
+        assert f"p={2.0**-k:.3f}" in verdict.reason and "fewer than 6 tasks never do" in verdict.reason
+        stated = paired_gate(
+            {f"t{i}": 0.0 for i in range(k)}, {f"t{i}": 1.0 for i in range(k)}, alpha=2.0**-k
+        )
+        assert stated.accepted and f"{1 - 2 * 2.0**-k:.0%} CI" in stated.reason
+    assert min_tasks_to_accept() == 6 and min_tasks_to_accept(0.05) == 5 and min_tasks_to_accept(0.25) == 2
+    six = paired_gate({f"t{i}": 0.0 for i in range(6)}, {f"t{i}": 1.0 for i in range(6)})
+    assert six.accepted and six.p_value == 2.0**-6
+
+
+def test_the_gate_accepts_no_more_often_than_its_level_when_nothing_changed():
+    """The stated decision holds: candidate and parent drawn alike (pass/fail at one rate, several seeds
+    per task), the gate accepts at most `ALPHA` of the time, on few tasks as on many."""
+    rng = np.random.default_rng(0)
+    for tasks, seeds, trials in ((2, 1, 300), (3, 2, 300), (6, 1, 300), (12, 2, 200)):
+        accepted = 0
+        for _ in range(trials):
+            keys = [f"t{t}#{s}" for t in range(tasks) for s in range(seeds)]
+            parent = dict(zip(keys, rng.integers(0, 2, len(keys)).astype(float), strict=True))
+            candidate = dict(zip(keys, rng.integers(0, 2, len(keys)).astype(float), strict=True))
+            accepted += paired_gate(parent, candidate).accepted
+        assert accepted / trials <= ALPHA + 2 * math.sqrt(ALPHA / trials), (tasks, seeds, accepted)
+
+
+def test_the_sign_flip_p_value_is_the_share_of_flips_at_least_as_extreme():
+    rng = np.random.default_rng(1)
+    for n in range(1, 9):
+        diffs = rng.choice([-1.0, -0.5, 0.0, 0.5, 1.0], size=n)
+        flips = [
+            sum(s * abs(d) for s, d in zip(signs, diffs, strict=True)) for signs in product((-1, 1), repeat=n)
+        ]
+        assert sign_flip_p(diffs) == sum(f >= diffs.sum() - 1e-12 for f in flips) / 2**n
+    assert sign_flip_p(np.array([0.1] * 3 + [0.2] * 3)) == 2.0**-6  # float sums: 0.1*3 + 0.2*3 ties itself
+    assert sign_flip_p(np.zeros(5)) == 1.0 and sign_flip_p(np.array([])) == 1.0
+    many = rng.normal(0.3, 1.0, size=24)  # above EXACT_UP_TO: random flips, the observed one counted
+    p = sign_flip_p(many)
+    assert 0 < p <= 1 and p == sign_flip_p(many)  # a fixed seed
+    assert sign_flip_p(np.ones(30)) == 1 / (1 + RESAMPLES)

@@ -21,7 +21,7 @@ from langgraph_sdk.runtime import _ReadRuntime
 
 from recreate.sandbox import get_sandbox
 from recreate.testing import text, tool_call
-from tests.optimizer.script import EVALUATOR, WORDS, responder
+from tests.optimizer.script import EVALUATOR, GATE_ALPHA, WORDS, responder
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -112,6 +112,7 @@ def test_langgraph_dev_serves_the_domain_agent_and_the_evolve_loop(openai_server
         # what runs code or reads files outside the server's folders is the operator's, not a client's
         RECREATE_EVALUATOR=EVALUATOR,
         RECREATE_DATA=str(WORDS / "tasks.jsonl"),
+        RECREATE_GATE_ALPHA=str(GATE_ALPHA),
     )
     # the repo's langgraph.json with absolute paths, so the server's files land in tmp_path, not the repo
     config = json.loads((REPO / "langgraph.json").read_text())

@@ -16,7 +16,7 @@ from recreate.experience.store import ExperienceStore
 from recreate.optimizer import EvolveConfig, EvolveError, ReCreateOptimizer
 from recreate.optimizer.report import write_report
 from recreate.scaffold import ScaffoldStore
-from tests.optimizer.script import EVALUATOR, WORDS, responder
+from tests.optimizer.script import EVALUATOR, GATE_ALPHA, WORDS, responder
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = REPO / "scaffolds" / "minimal"
@@ -36,7 +36,7 @@ def optimizer(home: Path, url: str, **config) -> ReCreateOptimizer:
         max_concurrency=4,
         home=home,
         experience=ExperienceStore(home / "experience", embedding="hash"),
-        config=EvolveConfig(**{"rounds": 2, "batch_size": 3} | config),
+        config=EvolveConfig(**{"rounds": 2, "batch_size": 3, "gate_alpha": GATE_ALPHA} | config),
         budget=config.pop("budget", None),
     )
 
@@ -136,6 +136,7 @@ def test_langgraph_server_factory_builds_a_runnable_evolve_graph(recreate_home, 
     monkeypatch.setenv("OPENAI_BASE_URL", openai_server.url)  # the server's endpoint, evaluator and data
     monkeypatch.setenv("RECREATE_EVALUATOR", EVALUATOR)
     monkeypatch.setenv("RECREATE_DATA", str(WORDS / "tasks.jsonl"))
+    monkeypatch.setenv("RECREATE_GATE_ALPHA", str(GATE_ALPHA))
     openai_server.responder = responder
     graph = evolve_graph({"configurable": {"model": "scripted", "domain": "jsonl", "rounds": 1}})
     assert graph.checkpointer is None  # the LangGraph server brings its own
@@ -183,7 +184,7 @@ def test_chat_model_instances_work_and_are_billed_per_role(recreate_home, openai
         max_concurrency=4,
         home=recreate_home,
         experience=ExperienceStore(recreate_home / "experience", embedding="hash"),
-        config=EvolveConfig(rounds=1, batch_size=2),
+        config=EvolveConfig(gate_alpha=GATE_ALPHA, rounds=1, batch_size=2),
     )
     result = opt.optimize(
         seed=SEED, domain=domain, trainset=domain.tasks("train"), valset=domain.tasks("val")
@@ -202,7 +203,7 @@ def test_a_run_closes_the_experience_store_it_opened(recreate_home, openai_serve
         agent_model=model,
         sandbox="bwrap",
         home=recreate_home,
-        config=EvolveConfig(rounds=1, batch_size=2),
+        config=EvolveConfig(gate_alpha=GATE_ALPHA, rounds=1, batch_size=2),
     )
     result = opt.optimize(
         seed=SEED, domain=domain, trainset=domain.tasks("train"), valset=domain.tasks("val")
@@ -229,7 +230,7 @@ def test_the_run_ends_with_the_seed_pair_and_the_final_pair_on_the_untouched_tes
     domain = get_domain("jsonl", data=WORDS / "tasks.jsonl", evaluator=EVALUATOR, train=0.5, val=0.2)
     test_ids = {t.id for t in domain.tasks("test")}
     assert test_ids == {"echo"}
-    opt = optimizer(recreate_home, openai_server.url, rounds=1, test_seeds=3)
+    opt = optimizer(recreate_home, openai_server.url, rounds=1, test_seeds=3, gate_alpha=0.25)  # 2 val tasks
     result = opt.optimize(
         seed=SEED, domain=domain, trainset=domain.tasks("train"), valset=domain.tasks("val")
     )

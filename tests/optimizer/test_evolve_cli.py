@@ -18,7 +18,7 @@ from recreate.experience.store import ExperienceStore
 from recreate.optimizer import EvolveConfig
 from recreate.scaffold import ScaffoldStore, read_dir
 from recreate.testing import Reply, ScriptedOpenAIServer
-from tests.optimizer.script import EVALUATOR, WORDS, responder
+from tests.optimizer.script import EVALUATOR, GATE_ALPHA, WORDS, responder
 from tests.optimizer.test_evolve import SEED, optimizer
 
 
@@ -36,6 +36,8 @@ def evolve_args(home: Path, url: str | None, *extra: str) -> list[str]:
         str(WORDS / "tasks.jsonl"),
         "--evaluator",
         EVALUATOR,
+        "--gate-alpha",
+        str(GATE_ALPHA),
         "--rounds",
         "2",
         "--batch-size",
@@ -64,6 +66,17 @@ def test_dry_run_previews_cost_without_calling(recreate_home, openai_server):
     assert res.returncode == 0, res.stderr
     assert "evolve plan: 2 rounds × 3 tasks" in res.stdout and "$" in res.stdout
     assert not openai_server.requests
+    assert "warning" not in res.stdout  # the words tasks' 3 validation tasks, at their stated level
+
+
+def test_the_plan_says_when_the_gate_can_accept_no_improvement(recreate_home) -> None:
+    args = evolve_args(recreate_home, None, "--dry-run", "--model", "openai:gpt-4.1-mini")
+    args.remove("--gate-alpha"), args.remove(str(GATE_ALPHA))  # the default level, 0.025
+    res = subprocess.run(args, capture_output=True, text=True, env=clean_env(), timeout=120)
+    assert res.returncode == 0, res.stderr
+    said = " ".join(res.stdout.split())
+    assert "warning: with 3 validation task(s) the gate (a paired test at level 0.025) can accept no " in said
+    assert "improvement: it needs 6; give more held-out tasks, or a looser level (--gate-alpha 0.125)" in said
 
 
 def test_the_plan_counts_the_runs_of_fine_tuning_steps() -> None:

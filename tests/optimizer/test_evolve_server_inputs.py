@@ -58,3 +58,22 @@ def test_a_count_from_the_environment_is_refused_naming_the_variable(
         evolve_graph({"configurable": {}})
     assert str(caught.value) == f"{variable}={value!r} is not a count; set it to a whole number above 0"
     assert server.requests == []
+
+
+@pytest.mark.parametrize("value", ["0.5", "0", "nan", "loose"])
+def test_the_gate_level_is_the_operators_and_a_bad_one_is_refused_naming_it(
+    server, monkeypatch, caplog, value
+) -> None:
+    monkeypatch.setenv("RECREATE_GATE_ALPHA", value)
+    with pytest.raises(ValueError) as caught:
+        evolve_graph({"configurable": {}})
+    assert str(caught.value) == f"RECREATE_GATE_ALPHA={value!r} is not a level; set it above 0 and below 0.5"
+    monkeypatch.delenv("RECREATE_GATE_ALPHA")
+    with caplog.at_level("WARNING", logger="recreate.progress"):
+        evolve_graph({"configurable": {"gate_alpha": 0.5}})  # a client's level is not read
+    assert "with 5 validation task(s) the gate (a paired test at level 0.025)" in caplog.text
+    caplog.clear()
+    monkeypatch.setenv("RECREATE_GATE_ALPHA", "0.125")
+    with caplog.at_level("WARNING", logger="recreate.progress"):
+        evolve_graph({"configurable": {}})
+    assert "validation task(s)" not in caplog.text and server.requests == []  # 5 tasks can show 2^-3

@@ -16,7 +16,7 @@ from recreate.domains import get_domain
 from recreate.optimizer import EvolveConfig
 from recreate.runs import UNFINISHED, RunNotFound
 from recreate.scaffold import Scaffold, ScaffoldStore, load_scaffold
-from tests.optimizer.script import EVALUATOR, WORDS, responder
+from tests.optimizer.script import EVALUATOR, GATE_ALPHA, WORDS, responder
 from tests.optimizer.test_evolve import SEED
 from tests.optimizer.test_evolve_cli import clean_env, evolve_args
 
@@ -48,7 +48,7 @@ def test_optimize_leaves_what_the_cli_leaves_and_returns_the_final_scaffold(
         SEED,
         words(),
         model=model,
-        config=EvolveConfig(rounds=1, batch_size=3),
+        config=EvolveConfig(gate_alpha=GATE_ALPHA, rounds=1, batch_size=3),
         run_id="same",
         sandbox="bwrap",
     )
@@ -73,7 +73,7 @@ def test_load_run_reads_a_finished_run_back_by_id_or_directory(recreate_home, op
     openai_server.responder = responder
     monkeypatch.setenv("RECREATE_EMBEDDING", "hash")
     model = f"scripted@{openai_server.url}"
-    config = EvolveConfig(rounds=1, batch_size=3, test_seeds=2)
+    config = EvolveConfig(gate_alpha=0.25, rounds=1, batch_size=3, test_seeds=2)  # 2 validation tasks
     result = recreate.optimize(SEED, words(train=0.5, val=0.2), model=model, config=config, sandbox="bwrap")
     assert result.test and result.test["tasks"] == 1  # the final test on the untouched test split
 
@@ -98,7 +98,7 @@ def test_load_run_reads_a_finished_run_back_by_id_or_directory(recreate_home, op
 def test_load_run_reads_a_stopped_and_a_killed_run(recreate_home, openai_server, monkeypatch):
     openai_server.responder = responder
     monkeypatch.setenv("RECREATE_EMBEDDING", "hash")
-    config = EvolveConfig(rounds=2, batch_size=3, max_rollouts=5)
+    config = EvolveConfig(gate_alpha=GATE_ALPHA, rounds=2, batch_size=3, max_rollouts=5)
     stopped = recreate.optimize(SEED, words(), model=f"scripted@{openai_server.url}", config=config)
     assert "rollouts" in stopped.stopped and stopped.report.is_file()  # a stopped run has its report too
 

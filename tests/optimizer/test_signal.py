@@ -12,7 +12,7 @@ from recreate.optimizer import EvolveConfig, ReCreateOptimizer
 from recreate.optimizer.report import write_report
 from recreate.scaffold import ScaffoldStore
 from recreate.testing import Reply, text, tool_call
-from tests.optimizer.script import BAD_OPS, GOOD_OPS, responder
+from tests.optimizer.script import BAD_OPS, GATE_ALPHA, GOOD_OPS, responder
 from tests.optimizer.test_evolve import SEED, domain, optimizer  # noqa: F401 (fixture)
 
 # what a validation task (bravo, delta, echo) would show: its id, prompt, answer, feedback
@@ -117,7 +117,7 @@ def test_head_moves_only_when_the_gate_accepts(recreate_home, openai_server, dom
             max_concurrency=1,
             home=recreate_home,
             experience=ExperienceStore(recreate_home / "experience", embedding="hash"),
-            config=EvolveConfig(rounds=2, batch_size=3, **config),
+            config=EvolveConfig(gate_alpha=GATE_ALPHA, rounds=2, batch_size=3, **config),
         )
 
     # 3 validation runs of v0, 3 training runs, then the budget stops the gate inside the candidate's runs

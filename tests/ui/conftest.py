@@ -23,7 +23,7 @@ from recreate.experience.schema import Evaluation, Observation, Outcome, Scaffol
 from recreate.experience.store import ExperienceStore
 from recreate.optimizer import EvolveConfig, ReCreateOptimizer
 from recreate.testing import ScriptedOpenAIServer
-from tests.optimizer.script import EVALUATOR, WORDS, responder
+from tests.optimizer.script import EVALUATOR, GATE_ALPHA, WORDS, responder
 
 REPO = Path(__file__).resolve().parents[2]
 XSS_ID = "t-xss0000000000000"
@@ -95,7 +95,7 @@ def ui_home(tmp_path_factory: pytest.TempPathFactory) -> UiHome:
             max_concurrency=4,
             home=home,
             experience=store,
-            config=EvolveConfig(rounds=2, batch_size=3),
+            config=EvolveConfig(gate_alpha=GATE_ALPHA, rounds=2, batch_size=3),
         ).optimize(
             seed=REPO / "scaffolds" / "minimal",
             domain=domain,

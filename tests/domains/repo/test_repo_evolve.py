@@ -62,7 +62,20 @@ def agent(body: dict[str, Any]) -> Reply:
 def evolve_args(home, url: str | None, *extra: str, data=EXAMPLES) -> list[str]:
     args = [sys.executable, "-m", "recreate", "evolve", "--seed", str(SEED), "--domain", "repo"]
     args += ["--data", str(data), "--rounds", "1", "--batch-size", "2", "--train-limit", "2"]
-    args += ["--val-limit", "2", "--concurrency", "2", "--sandbox", "bwrap", "--home", str(home), *extra]
+    # 2 validation tasks (containers are slow): both fixed is a sign-flip p of 1/4, the level stated here
+    args += [
+        "--val-limit",
+        "2",
+        "--gate-alpha",
+        "0.25",
+        "--concurrency",
+        "2",
+        "--sandbox",
+        "bwrap",
+        "--home",
+        str(home),
+        *extra,
+    ]
     return args + (["--model", f"scripted@{url}"] if url else [])
 
 
