@@ -10,9 +10,12 @@ improvement. The candidate is accepted when the interval's lower bound is above 
 per-task improvements (less `min_improvement`) rejects "no improvement" at the one-sided level `alpha`
 (default `ALPHA` = 2.5%, the level of a 95% interval's lower bound; the interval is the two-sided
 1 − 2·alpha one). The bootstrap alone is no test on few tasks: when every task improves, every resample
-does, so two tasks that improved by chance (1 in 4 under no effect) were an interval above 0. Under no
-effect each task's sign is a coin flip, so k tasks all improving has chance 2^-k: no candidate is
-accepted on fewer than `min_tasks_to_accept(alpha)` tasks (6 at 2.5%: 2^-5 > 2.5%). A tie — a mean improvement
+does, so two tasks that improved by chance (1 in 4 under no effect) were an interval above 0. The test's
+null is that the versions are exchangeable (either could have made each task's runs), so each task's
+difference is as likely to have either sign: k tasks all improving has chance 2^-k, and no candidate is
+accepted on fewer than `min_tasks_to_accept(alpha)` tasks (6 at 2.5%: 2^-5 > 2.5%). A skewed effect of
+mean zero (small gains on most tasks, a large loss on a few) is not that null; the bootstrap bound is
+what weighs it. A tie — a mean improvement
 of exactly zero — goes to the smaller scaffold: the candidate is accepted only if it is smaller than its
 parent. Pairs where either version hit an endpoint error are not scores and are left out (see
 `recreate.evaluation.errors`).
@@ -40,7 +43,11 @@ RESAMPLES = 2000
 MIN_TASKS = 2  # paired tasks below which there is no interval to test (one task: no variation to resample)
 MIN_SCORED = 0.5  # of the validation runs asked for, the share that must be scored for both versions
 ALPHA = 0.025  # the gate's one-sided level: that of a two-sided 95% interval's lower bound
-EXACT_UP_TO = 16  # tasks up to which the sign-flip test enumerates every flip; above, RESAMPLES random ones
+LEAST_ALPHA = 0.001  # the smallest level taken: the random flips resolve p-values 20 times finer
+FLIPS = 20_000  # random sign flips above EXACT_UP_TO tasks, drawn FLIPS_AT_ONCE at a time (memory)
+FLIPS_AT_ONCE = 2_000
+TIE = 1e-9  # per-task differences this small are float noise: a tie
+EXACT_UP_TO = 16  # tasks up to which the sign-flip test enumerates every flip; above, FLIPS random ones
 
 
 @dataclass
@@ -59,6 +66,7 @@ class GateResult:
     ties: int
     min_improvement: float = 0.0
     p_value: float = 1.0  # the one-sided sign-flip test of "no improvement beyond min_improvement"
+    alpha: float = ALPHA  # its level; the interval [low, high] is the two-sided 1 - 2·alpha one
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -82,17 +90,23 @@ def paired_gate(
 ) -> GateResult:
     """`asked`: the validation runs (task, seed) each version was run on; when errors (which are no
     scores) leave fewer than MIN_SCORED of them paired, the few left decide nothing. `alpha`: the
-    one-sided level of the test (see the module's docstring)."""
+    one-sided level of the test (see the module's docstring). Scores must be finite numbers."""
     keys = sorted(set(parent) & set(candidate))
+    for name, scores in (("parent", parent), ("candidate", candidate)):
+        if bad := next((k for k in keys if not math.isfinite(scores[k])), None):
+            raise ValueError(
+                f"the {name}'s score of {bad!r} is {scores[bad]!r}; a gate compares finite scores"
+            )
     if not keys:
         reason = "rejected: no validation task was scored for both versions (n=0)"
-        return GateResult(False, reason, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, min_improvement)
+        return GateResult(False, reason, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, min_improvement, 1.0, alpha)
     per_task = _per_task({key: candidate[key] - parent[key] for key in keys})
+    per_task[np.abs(per_task) <= TIE] = 0.0  # 0.1 + 0.2 against 0.3 is a tie, not a loss
     improvement = float(per_task.mean())
     low, high = bootstrap_ci(per_task, confidence=1 - 2 * alpha, seed=seed)
     p_value = sign_flip_p(per_task - min_improvement, seed=seed)
     diffs = [candidate[k] - parent[k] for k in keys]
-    wins, losses = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
+    wins, losses = sum(d > TIE for d in diffs), sum(d < -TIE for d in diffs)
     smaller = candidate_size is not None and parent_size is not None and candidate_size < parent_size
     if len(per_task) < MIN_TASKS:
         accepted, why = False, f"too few tasks to test (fewer than {MIN_TASKS} scored for both versions)"
@@ -100,22 +114,22 @@ def paired_gate(
         accepted, why = False, f"only {len(keys)} of {asked} validation runs were scored for both versions"
     elif low > min_improvement and p_value <= alpha:
         accepted, why = True, f"the lower bound is above {min_improvement:g}, sign-flip p={p_value:.3f}"
-    elif low > min_improvement:
-        least = min_tasks_to_accept(alpha)
-        few = f" (fewer than {least} tasks never do)" if len(per_task) < least else ""
-        accepted, why = False, f"the sign-flip test gives p={p_value:.3f}, not ≤ {alpha:g}{few}"
-    elif improvement == 0.0 and smaller:
+    elif improvement == 0.0 and smaller:  # a looser margin (below 0) never turns a tie away
         accepted, why = True, "a tie, and the candidate is the smaller scaffold"
     elif improvement == 0.0:
         sizes = parent_size is not None and candidate_size is not None
         accepted, why = False, "a tie, and the parent is not larger" if sizes else "a tie keeps the parent"
+    elif low > min_improvement:
+        least = min_tasks_to_accept(alpha)
+        few = f" (fewer than {least} tasks never do)" if len(per_task) < least else ""
+        accepted, why = False, f"the sign-flip test gives p={p_value:.3f}, not ≤ {alpha:g}{few}"
     else:
         accepted, why = False, f"the lower bound is not above {min_improvement:g}"
     p_mean = sum(parent[k] for k in keys) / len(keys)
     c_mean = sum(candidate[k] for k in keys) / len(keys)
     reason = (
         f"{'accepted' if accepted else 'rejected'}: improvement {improvement:+.3f}, "
-        f"{1 - 2 * alpha:.0%} CI [{low:+.3f}, {high:+.3f}], n={len(keys)} ({len(per_task)} tasks); "
+        f"{interval_label(alpha)} [{low:+.3f}, {high:+.3f}], n={len(keys)} ({len(per_task)} tasks); "
         f"val mean {c_mean:.3f} vs parent {p_mean:.3f}; {wins} better, {losses} worse: {why}"
     )
     return GateResult(
@@ -133,6 +147,7 @@ def paired_gate(
         len(keys) - wins - losses,
         min_improvement,
         p_value,
+        alpha,
     )
 
 
@@ -142,6 +157,11 @@ def _per_task(scores: dict[str, float]) -> np.ndarray:
     for key, value in scores.items():
         by_task[task_of(key)].append(value)
     return np.array([np.mean(v) for _, v in sorted(by_task.items())])
+
+
+def interval_label(alpha: float = ALPHA) -> str:
+    """'95% CI' at the default level; '99.8% CI' at 0.001."""
+    return f"{100 * (1 - 2 * alpha):.3g}% CI"
 
 
 def min_tasks_to_accept(alpha: float = ALPHA) -> int:
@@ -164,7 +184,7 @@ def gate_cannot_improve(tasks: int, alpha: float = ALPHA) -> str | None:
 def sign_flip_p(differences: np.ndarray, *, seed: int = 0) -> float:
     """One-sided p-value of "the differences are centred on 0" against "above": the share of sign flips
     of the differences whose sum is at least the observed one. Exact (every flip) up to EXACT_UP_TO values;
-    above, RESAMPLES random flips with the observed one counted (a valid p-value, never 0)."""
+    above, FLIPS random flips with the observed one counted (a valid p-value, never 0)."""
     magnitudes = np.abs(np.asarray(differences, dtype=float))
     observed = float(np.sum(differences)) - 1e-9 * max(1.0, float(magnitudes.sum()))  # float sums' noise
     n = magnitudes.size
@@ -174,8 +194,11 @@ def sign_flip_p(differences: np.ndarray, *, seed: int = 0) -> float:
         codes = np.arange(2**n)[:, None] >> np.arange(n) & 1
         sums = ((2 * codes - 1) * magnitudes).sum(axis=1)
         return float(np.mean(sums >= observed))
-    signs = np.random.default_rng(seed).choice([-1.0, 1.0], size=(RESAMPLES, n))
-    return float((1 + np.sum((signs * magnitudes).sum(axis=1) >= observed)) / (1 + RESAMPLES))
+    rng, at_least = np.random.default_rng(seed), 0
+    for _ in range(FLIPS // FLIPS_AT_ONCE):
+        signs = rng.choice([-1.0, 1.0], size=(FLIPS_AT_ONCE, n))
+        at_least += int(np.sum(signs @ magnitudes >= observed))
+    return (1 + at_least) / (1 + FLIPS)
 
 
 def bootstrap_ci(

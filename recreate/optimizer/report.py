@@ -1,7 +1,8 @@
 """The evolve report: `report.html`, a static export of the run's page in `recreate ui` (the same
 templates, the same numbers): both axes of the evolution (scaffold versions and model versions with their
-gates' improvement, 95% interval and n), the scaffold × model grid, the fine-tuning steps, the final
-test, cost per role, edits with their evidence, and every reflection with its errors and messages."""
+gates' improvement, interval at the gate's level and n), the scaffold × model grid, the fine-tuning
+steps, the final test, cost per role, edits with their evidence, and every reflection with its errors and
+messages."""
 
 from __future__ import annotations
 

@@ -55,6 +55,8 @@ def _env_count(value: Any, key: str, default: int) -> int:
 
 def _env_level() -> dict[str, float]:
     """The gate's level from RECREATE_GATE_ALPHA, when the operator set one."""
+    from recreate.evaluation.stats import LEAST_ALPHA
+
     value = os.environ.get("RECREATE_GATE_ALPHA")
     if value is None:
         return {}
@@ -62,8 +64,10 @@ def _env_level() -> dict[str, float]:
         level = float(value)
     except ValueError:
         level = math.nan
-    if not 0 < level < 0.5:
-        raise ValueError(f"RECREATE_GATE_ALPHA={value!r} is not a level; set it above 0 and below 0.5")
+    if not LEAST_ALPHA <= level < 0.5:
+        raise ValueError(
+            f"RECREATE_GATE_ALPHA={value!r} is not a level; set it from {LEAST_ALPHA} to below 0.5"
+        )
     return {"gate_alpha": level}
 
 

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from typing_extensions import TypedDict  # pydantic (LangGraph server schemas) needs it on 3.11
 
 from recreate.errors import Arg, ArgumentError
-from recreate.evaluation.stats import ALPHA
+from recreate.evaluation.stats import ALPHA, LEAST_ALPHA
 from recreate.optimizer.protocol import PROTOCOLS
 from recreate.optimizer.reflect import Ablations
 from recreate.optimizer.synthesis import SizeBudget
@@ -72,8 +72,8 @@ class EvolveConfig:
             _refuse("seed", self.seed, "a whole number", "--random-seed")
         if not _is_number(self.min_improvement) or not math.isfinite(self.min_improvement):
             _refuse("min_improvement", self.min_improvement, "a finite number (e.g. 0.0)")
-        if not _is_number(self.gate_alpha) or not 0 < self.gate_alpha < 0.5:
-            _refuse("gate_alpha", self.gate_alpha, f"a level above 0 and below 0.5 (e.g. {ALPHA})")
+        if not _is_number(self.gate_alpha) or not LEAST_ALPHA <= self.gate_alpha < 0.5:
+            _refuse("gate_alpha", self.gate_alpha, f"a level from {LEAST_ALPHA} to below 0.5 (e.g. {ALPHA})")
         if self.max_wall_s is not None and not (
             _is_number(self.max_wall_s) and 0 < self.max_wall_s < math.inf
         ):

@@ -15,6 +15,7 @@ from urllib.parse import quote, urlencode
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
+from recreate.evaluation.stats import ALPHA, interval_label
 from recreate.ui.edits import component_of, op_content
 
 STATIC = Path(__file__).with_name("static")
@@ -30,11 +31,19 @@ def environment(*, static: bool = False) -> Environment:
     env.filters["when"] = _when
     env.filters["num"] = lambda v, digits=3: _number(v, f".{digits}f")
     env.filters["signed"] = lambda v: _number(v, "+.3f")
+    env.filters["level"] = _interval_level
     env.globals |= {"urlencode": urlencode, "op_content": op_content, "component_of": component_of}
     env.globals["static"] = static
     env.globals["link"] = _text if static else _link
     env.globals["css"] = Markup((STATIC / "style.css").read_text(encoding="utf-8")) if static else ""
     return env
+
+
+def _interval_level(gate: Any) -> str:
+    """A gate's interval by its level ('95% CI'); a gate stored before levels were kept: the default."""
+    alpha = gate.get("alpha") if isinstance(gate, dict) else None
+    valid = isinstance(alpha, int | float) and not isinstance(alpha, bool) and 0 < alpha < 0.5
+    return interval_label(alpha if valid else ALPHA)
 
 
 def _when(t: float | None) -> str:

@@ -6,8 +6,17 @@ import math
 from itertools import product
 
 import numpy as np
+import pytest
 
-from recreate.evaluation.stats import ALPHA, RESAMPLES, min_tasks_to_accept, paired_gate, sign_flip_p
+from recreate.evaluation.stats import (
+    ALPHA,
+    FLIPS,
+    LEAST_ALPHA,
+    interval_label,
+    min_tasks_to_accept,
+    paired_gate,
+    sign_flip_p,
+)
 
 
 def test_a_reliable_improvement_is_accepted_with_its_interval_and_n():
@@ -66,7 +75,7 @@ def test_few_tasks_that_all_improve_are_no_evidence_at_the_stated_level():
         stated = paired_gate(
             {f"t{i}": 0.0 for i in range(k)}, {f"t{i}": 1.0 for i in range(k)}, alpha=2.0**-k
         )
-        assert stated.accepted and f"{1 - 2 * 2.0**-k:.0%} CI" in stated.reason
+        assert stated.accepted and interval_label(2.0**-k) in stated.reason
     assert min_tasks_to_accept() == 6 and min_tasks_to_accept(0.05) == 5 and min_tasks_to_accept(0.25) == 2
     six = paired_gate({f"t{i}": 0.0 for i in range(6)}, {f"t{i}": 1.0 for i in range(6)})
     assert six.accepted and six.p_value == 2.0**-6
@@ -99,4 +108,34 @@ def test_the_sign_flip_p_value_is_the_share_of_flips_at_least_as_extreme():
     many = rng.normal(0.3, 1.0, size=24)  # above EXACT_UP_TO: random flips, the observed one counted
     p = sign_flip_p(many)
     assert 0 < p <= 1 and p == sign_flip_p(many)  # a fixed seed
-    assert sign_flip_p(np.ones(30)) == 1 / (1 + RESAMPLES)
+    assert sign_flip_p(np.ones(30)) == 1 / (1 + FLIPS)
+
+
+def test_a_looser_margin_never_turns_away_what_a_stricter_one_takes():
+    tied = {f"t{i}": 0.5 for i in range(3)}
+    for margin in (0.0, -0.05):
+        verdict = paired_gate(tied, dict(tied), parent_size=10, candidate_size=9, min_improvement=margin)
+        assert verdict.accepted and "smaller" in verdict.reason
+
+
+def test_float_noise_is_a_tie_not_a_loss():
+    verdict = paired_gate(
+        {"a": 0.1 + 0.2, "b": 0.5, "c": 0.5}, {"a": 0.3, "b": 0.5, "c": 0.5}, parent_size=10, candidate_size=9
+    )
+    assert verdict.accepted and verdict.improvement == 0.0 and (verdict.wins, verdict.losses) == (0, 0)
+
+
+@pytest.mark.parametrize("bad", [math.nan, -math.inf, math.inf])
+def test_a_score_that_is_no_number_is_refused_not_tested(bad):
+    with pytest.raises(ValueError, match="the parent's score of 'a' is"):
+        paired_gate({"a": bad, "b": 0.1}, {"a": 0.0, "b": 0.2})
+
+
+def test_a_small_stated_level_is_reachable_above_the_exact_range_and_labelled_as_it_is():
+    n = 17  # random flips: the least p is 1 / (1 + FLIPS), finer than the least level taken
+    verdict = paired_gate(
+        {f"t{i}": 0.0 for i in range(n)}, {f"t{i}": 1.0 for i in range(n)}, alpha=LEAST_ALPHA
+    )
+    assert verdict.accepted and verdict.p_value == 1 / (1 + FLIPS) and "99.8% CI" in verdict.reason
+    assert verdict.alpha == LEAST_ALPHA and verdict.to_dict()["alpha"] == LEAST_ALPHA
+    assert interval_label() == "95% CI" and interval_label(0.0125) == "97.5% CI"

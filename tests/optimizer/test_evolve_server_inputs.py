@@ -60,14 +60,16 @@ def test_a_count_from_the_environment_is_refused_naming_the_variable(
     assert server.requests == []
 
 
-@pytest.mark.parametrize("value", ["0.5", "0", "nan", "loose"])
+@pytest.mark.parametrize("value", ["0.5", "0", "0.0001", "nan", "loose"])
 def test_the_gate_level_is_the_operators_and_a_bad_one_is_refused_naming_it(
     server, monkeypatch, caplog, value
 ) -> None:
     monkeypatch.setenv("RECREATE_GATE_ALPHA", value)
     with pytest.raises(ValueError) as caught:
         evolve_graph({"configurable": {}})
-    assert str(caught.value) == f"RECREATE_GATE_ALPHA={value!r} is not a level; set it above 0 and below 0.5"
+    assert (
+        str(caught.value) == f"RECREATE_GATE_ALPHA={value!r} is not a level; set it from 0.001 to below 0.5"
+    )
     monkeypatch.delenv("RECREATE_GATE_ALPHA")
     with caplog.at_level("WARNING", logger="recreate.progress"):
         evolve_graph({"configurable": {"gate_alpha": 0.5}})  # a client's level is not read

@@ -21,6 +21,7 @@ from tests.optimizer.test_evolve import SEED
         ("min_improvement", math.nan),  # was taken: every candidate was then rejected
         ("min_improvement", math.inf),
         ("gate_alpha", 0.0),  # a level no candidate passes
+        ("gate_alpha", 1e-4),  # finer than the random flips resolve
         ("gate_alpha", 0.5),  # a 0% interval: any lucky difference
         ("gate_alpha", math.nan),
         ("gate_alpha", "0.05"),

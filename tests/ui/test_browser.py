@@ -66,7 +66,7 @@ def test_from_a_rejected_version_to_its_evidence(page, ui_home: UiHome):
     assert (
         tree.locator("li.version.accepted").count() == 2 and tree.locator("li.version.rejected").count() == 1
     )
-    assert "95% CI [-1.000, -1.000], n=3" in tree.locator("li.version.rejected").inner_text()
+    assert "75% CI [-1.000, -1.000], n=3" in tree.locator("li.version.rejected").inner_text()
     assert page.locator("img.chart").count() == 2  # scores per round, spend per role
     assert "rejected as minimal@v3" in page.locator("tr.round").last.inner_text()
     assert page.locator("table.proposals tr").count() == 4  # the last round's three, by default

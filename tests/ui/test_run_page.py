@@ -90,8 +90,11 @@ def test_the_run_page_lists_every_scaffold_version_with_its_gate(client, ui_home
     """(Model versions and the scaffold x model grid: tests/ui/test_real_home.py, over a real run.)"""
     gates = _text(_table(html.unescape(client.get(f"/runs/{ui_home.run_id}").text), "scaffold-gates"))
     assert "minimal@v2" in gates and "minimal@v3" in gates  # the rejected scaffold candidate too
-    assert "minimal@v1 scripted@http://127.0.0.1/v1 accepted 1.000 0.000 +1.000 [+1.000, +1.000] 3" in gates
-    assert "rejected 0.000 1.000 -1.000 [-1.000, -1.000] 3 (3 tasks) 0 / 3" in gates
+    assert (
+        "minimal@v1 scripted@http://127.0.0.1/v1 accepted 1.000 0.000 +1.000 [+1.000, +1.000] 75% CI 3"
+        in gates
+    )
+    assert "rejected 0.000 1.000 -1.000 [-1.000, -1.000] 75% CI 3 (3 tasks) 0 / 3" in gates
 
 
 def test_the_runs_list_shows_the_best_kept_pair(client: TestClient, ui_home: UiHome) -> None:
@@ -178,3 +181,13 @@ def test_static_export_needs_no_server(tmp_path: Path, ui_home: UiHome) -> None:
     report = write_report(EvolveResult(**(doc | {"run_dir": run_dir})), tmp_path).read_text()
     assert 'href="/' not in report and "<script" not in report and "<style>" in report
     assert "the meta-agent's messages" in report  # reflections with their transcripts
+
+
+def test_a_gate_stored_before_levels_were_kept_shows_the_default_interval() -> None:
+    from recreate.ui.render import environment
+
+    cell = environment().from_string("{% from '_gate.html' import gate_cells %}{{ gate_cells(g) }}")
+    old = {"improvement": 0.5, "low": 0.1, "high": 0.9, "n": 6, "tasks": 6, "wins": 5, "losses": 0}
+    assert "[+0.100, +0.900] 95% CI" in cell.render(g=old)
+    assert "97.5% CI" in cell.render(g=old | {"alpha": 0.0125})
+    assert "95% CI" in cell.render(g=old | {"alpha": "junk"})  # a damaged file: the default, not a 500
