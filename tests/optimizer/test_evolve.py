@@ -284,3 +284,15 @@ def test_a_run_whose_head_moved_on_resumes_from_the_seed_version_it_started_with
     _, _, loop, _ = opt.build(seed=SEED, domain=domain, run_id="moved", checkpointer=None, **sets)
     assert loop.seed_ref == result.history[0]["ref"]
     assert json.loads((result.run_dir / "config.json").read_text())["seed_ref"] == loop.seed_ref
+
+
+def test_a_run_whose_gate_can_accept_no_improvement_says_so_before_it_starts(
+    recreate_home, openai_server, domain, caplog
+):
+    opt = optimizer(recreate_home, openai_server.url, gate_alpha=0.025)  # the default level, 3 val tasks
+    with caplog.at_level("WARNING", logger="recreate.progress"):
+        opt.build(seed=SEED, domain=domain, trainset=domain.tasks("train"), valset=domain.tasks("val"))
+    assert "with 3 validation task(s) the gate (a paired test at level 0.025) can accept no improvement" in (
+        caplog.text
+    )
+    assert "--gate-alpha 0.125" in caplog.text and not openai_server.requests
