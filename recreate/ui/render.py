@@ -32,11 +32,23 @@ def environment(*, static: bool = False) -> Environment:
     env.filters["num"] = lambda v, digits=3: _number(v, f".{digits}f")
     env.filters["signed"] = lambda v: _number(v, "+.3f")
     env.filters["level"] = _interval_level
+    env.filters["clip"] = clip
     env.globals |= {"urlencode": urlencode, "op_content": op_content, "component_of": component_of}
     env.globals["static"] = static
     env.globals["link"] = _text if static else _link
     env.globals["css"] = Markup((STATIC / "style.css").read_text(encoding="utf-8")) if static else ""
     return env
+
+
+CLIP_CHARS = 20_000  # of one text on a page: an imported trajectory's 5 MB message would stall the browser
+
+
+def clip(text: Any, limit: int = CLIP_CHARS) -> str:
+    """`text` up to `limit` characters, and how many more there are (the trajectory's file has them all)."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[… {len(text) - limit:,} more characters not shown]"
 
 
 def _interval_level(gate: Any) -> str:

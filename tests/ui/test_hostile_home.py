@@ -82,6 +82,11 @@ def _build(home: Path) -> None:
     odd = _trajectory("t-logprob-over-0", GOOD)
     odd.steps = [Step(index=0, token_ids=[1, 2], logprobs=[5000.0, -0.5])]
     odd.save(copies / "t-logprob-over-0.json")
+    huge = _trajectory("t-huge", GOOD)  # e.g. imported from a tracing tool: megabytes in one message
+    huge.messages = [{"role": "user", "content": "x" * 3_000_000 + "TAIL-OF-MESSAGE"}]
+    huge.outcome = Outcome(exit_status="submitted", submission="y" * 3_000_000 + "TAIL-OF-SUBMISSION")
+    huge.steps = [Step(index=0, action={"command": "z" * 3_000_000})]
+    huge.save(copies / "t-huge.json")
     _write(copies / "t-notutf8.json", b'{"trajectory_id": "\xff\xfe"}')
     _write(copies / "t-notschema.json", {"steps": 5})
     _write(home.parent / "outside.json", {"token": "hunter2-outside"})  # not the home's: never quoted
@@ -146,6 +151,15 @@ def test_a_trajectory_that_does_not_load_is_an_error_for_it_alone(served: Served
     assert _get(f"{served.url}/trajectories/t-absent")[0] == 404
     status, page = _get(f"{served.url}/trajectories/t-outside")
     assert status == 500 and "a file outside the home" in page and "hunter2" not in page
+
+
+def test_a_trajectory_of_megabytes_shows_each_text_clipped_and_says_how_much_more(served: Served) -> None:
+    status, page = _get(f"{served.url}/trajectories/t-huge")
+    assert status == 200 and len(page) < 500_000, len(page)  # was 9 MB
+    assert (
+        "TAIL-OF" not in page and page.count("more characters not shown") == 3
+    )  # message, submission, action
+    assert "[… 2,980,015 more characters not shown]" in html.unescape(page)  # the message, 3,000,015 long
 
 
 def test_a_training_run_named_with_url_characters_is_linked(served: Served) -> None:
