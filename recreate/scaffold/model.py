@@ -42,9 +42,10 @@ class Rule(_Model):
 
 
 class Limits(_Model):
-    max_steps: int = Field(50, gt=0)
-    max_cost_usd: float = Field(1.0, ge=0)
-    command_timeout_s: float = Field(60.0, gt=0)
+    # strict: `true` or "7" from a model-written set_field read as 1 and 7 steps
+    max_steps: int = Field(50, gt=0, strict=True)
+    max_cost_usd: float = Field(1.0, ge=0, strict=True)
+    command_timeout_s: float = Field(60.0, gt=0, strict=True)
 
 
 class SmokeTest(_Model):

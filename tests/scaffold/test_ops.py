@@ -50,6 +50,20 @@ def test_set_field(scaffold):
     assert (scaffold.limits.max_steps, scaffold.action_format) == (20, "tool_calls")
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("limits.max_steps", True), ("limits.max_steps", "7"), ("limits.max_steps", 7.5),
+     ("limits.max_cost_usd", True), ("limits.command_timeout_s", "30")],
+)  # fmt: skip
+def test_a_limit_is_a_number_not_a_truth_value_or_text(scaffold, field, value):
+    with pytest.raises((OpError, ScaffoldValidationError)):  # `true` was 1 step
+        apply(scaffold, [{"op": "set_field", "field": field, "value": value}])
+    assert (
+        apply(scaffold, [{"op": "set_field", "field": "limits.max_cost_usd", "value": 2}]).limits.max_cost_usd
+        == 2
+    )
+
+
 def test_set_field_writes_worked_examples_and_rejects_malformed_ones(scaffold):
     example = {"task": "What is 1 + 1?", "steps": [{"command": "echo 2", "output": "2"}, {"submit": "2"}]}
     new = apply(scaffold, [SetField(field="examples", value=[example])])
