@@ -377,13 +377,21 @@ def _load_file(path: Path) -> list[Task]:
                 id=task_id,
                 prompt=str(row.get("task") or ""),
                 files=dict(files),
-                reference=None if expected is None else str(expected),
+                reference=_reference(expected),
                 metadata=metadata,
             )
         )
     if not tasks:
         raise DomainDataError(f"{path}: no tasks in the file")
     return tasks
+
+
+def _reference(expected: Any) -> str | None:
+    """The expected answer as text: a string as it is, any other JSON value as JSON writes it (`true`,
+    `[1, 2]`, `{"a": 1}`; Python's str() gave `True` and `{'a': 1}`, which no JSON answer equals)."""
+    if expected is None or isinstance(expected, str):
+        return expected
+    return json.dumps(expected, ensure_ascii=False)
 
 
 def _leaves_workspace(name: str) -> bool:

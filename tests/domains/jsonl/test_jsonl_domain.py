@@ -40,6 +40,19 @@ def test_loading_and_default_exact_match(tasks_file):
     assert "no expected answer" in domain.evaluate(three, "x", sandbox=None).feedback
 
 
+def test_an_expected_answer_that_is_not_text_is_its_json(tmp_path):
+    answers = {"b": True, "l": [1, "é"], "d": {"a": 1}, "n": 2.5}
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(
+        "".join(json.dumps({"id": k, "task": "t", "expected": v}) + "\n" for k, v in answers.items())
+    )
+    domain = get_domain("jsonl", data=path)
+    assert [t.reference for t in domain.tasks()] == ["true", '[1, "é"]', '{"a": 1}', "2.5"]
+    boolean = domain.tasks()[0]
+    assert domain.evaluate(boolean, "true", sandbox=None).passed  # str(True) asked for "True"
+    assert not domain.evaluate(boolean, "True", sandbox=None).passed
+
+
 def test_bad_input_is_reported(tmp_path, tasks_file, caplog):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "task": "t"}\nnot json\n')
