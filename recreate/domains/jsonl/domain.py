@@ -1,8 +1,9 @@
 """`jsonl`: a custom domain from a tasks file and an evaluator.
 
 Tasks file, one JSON object a line: `id`, `task` (the prompt), optional `files` ({path: text} put into
-the agent's workspace), optional `expected` (or `answer`/`reference`), optional `category`; any other
-fields reach the evaluator as `metadata["fields"]` (e.g. hidden tests).
+the agent's workspace), optional `expected` (or `answer`/`reference`: text, or any JSON value, then
+taken as its JSON text: `true`, `[1, 2]`), optional `category`; any other fields reach the evaluator as
+`metadata["fields"]` (e.g. hidden tests).
 
 Evaluator (`evaluator=`):
 - a shell command, run in a FRESH sandbox whose working folder holds `submission.txt` and `task.json`;
