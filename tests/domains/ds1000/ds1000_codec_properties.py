@@ -4,6 +4,11 @@ with Hypothesis put on its path. For every value of the kinds DS-1000 solutions 
 comes back the same: same type, dtype, shape, index, items (object items one by one), bit for bit.
 Figures: the summary of a figure rebuilt from a summary that crossed is that summary again."""
 
+import collections
+import decimal
+import enum
+import fractions
+import json
 import logging
 import sys
 
@@ -13,7 +18,8 @@ import numpy as np
 import pandas as pd
 import pandas.testing as pdt
 import scipy.sparse
-from ds1000_data import dumps, loads
+import scipy.stats
+from ds1000_data import DecodeError, dumps, loads
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,6 +39,9 @@ def back(value):
 
 def same(a, b):
     """Equal in type and value, NaN equal to NaN, -0.0 not equal to 0.0, object items one by one."""
+    if isinstance(a, tuple) and type(a) is not tuple:  # a named tuple: a type made for it comes back
+        same_record(a, b)
+        return
     assert type(a) is type(b), (type(a), type(b), a, b)
     if scipy.sparse.issparse(a):  # first: a dok_matrix is a dict
         assert (a.format, a.shape, a.dtype) == (b.format, b.shape, b.dtype)
@@ -46,7 +55,7 @@ def same(a, b):
             assert a.tobytes() == b.tobytes(), (a, b)
     elif isinstance(a, np.generic):
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), (a, b)
-    elif isinstance(a, (float, complex)):
+    elif isinstance(a, (float, complex, decimal.Decimal)):  # repr: Decimal's sNaN does not compare
         assert repr(a) == repr(b), (a, b)
     elif isinstance(a, (list, tuple)):
         assert len(a) == len(b), (a, b)
@@ -68,6 +77,20 @@ def same(a, b):
             same_pandas(a.iloc[:, i], b.iloc[:, i])
     else:
         assert a == b or (a != a and b != b), (a, b)
+
+
+def same_record(a, b):
+    """What a check reads of a named tuple: its fields by name and place, its extra fields, its items."""
+    assert isinstance(b, tuple) and type(b).__name__ == type(a).__name__, (type(a), type(b))
+    assert type(b)._fields == type(a)._fields and b._fields == a._fields, (a, b)
+    extra = tuple(getattr(type(a), "_extra_fields", ()))
+    assert tuple(getattr(type(b), "_extra_fields", ())) == extra, (a, b)
+    same(tuple(b), tuple(a))
+    for i, name in enumerate(a._fields):
+        same(getattr(b, name), getattr(a, name))
+        same(b[i], a[i])
+    for name in extra:
+        same(getattr(b, name), getattr(a, name))
 
 
 def same_pandas(a, b):
@@ -104,6 +127,7 @@ nested = st.recursive(
         st.lists(inner, max_size=4).map(tuple),
         st.dictionaries(hashable, inner, max_size=3),
         st.frozensets(hashable, max_size=3),
+        st.lists(inner, min_size=1, max_size=3).map(lambda items: _record("Pair", items)),
     ),
     max_leaves=8,
 )
@@ -116,6 +140,10 @@ plain_dtypes = st.one_of(
 )
 shapes = hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4)
 object_arrays = st.lists(nested, max_size=6).map(lambda items: _object_array(items))
+
+
+def _record(name, items):
+    return collections.namedtuple(name, [f"f{i}" for i in range(len(items))])(*items)
 
 
 def _object_array(items):
@@ -239,6 +267,164 @@ def sparse_matrices(fmt, rows, cols, density, dtype):
     same(back(matrix), matrix)
 
 
+@SETTINGS
+@given(
+    st.sampled_from(["csr", "csc", "coo", "lil", "dok", "dia", "bsr"]),
+    st.integers(0, 6),
+    st.integers(0, 6),
+    st.sampled_from(["float64", "int64", "bool"]),
+)
+def sparse_arrays(fmt, rows, cols, dtype):
+    dense = (np.random.default_rng(rows * 5 + cols).random((rows, cols)) < 0.4) * 2
+    array = scipy.sparse.coo_array(dense.astype(dtype)).asformat(fmt)
+    got = back(array)
+    assert type(got).__name__ == f"{fmt}_array", type(got)
+    same(got, array)
+    same(back([array, scipy.sparse.csr_matrix(dense)]), [array, scipy.sparse.csr_matrix(dense)])
+
+
+names = st.from_regex(r"[a-z][a-z0-9_]{0,6}", fullmatch=True).filter(
+    lambda n: n not in ("if", "in", "is", "or")
+)
+
+
+@SETTINGS
+@given(
+    st.lists(names, min_size=0, max_size=5, unique=True).flatmap(
+        lambda fields: st.tuples(
+            st.just(fields), st.lists(nested, min_size=len(fields), max_size=len(fields))
+        )
+    ),
+    hnp.arrays(np.float64, st.integers(2, 8), elements=st.floats(-100, 100)),
+    hnp.arrays(np.float64, st.integers(2, 8), elements=st.floats(-100, 100)),
+)
+def records(fields_items, x, y):
+    fields, items = fields_items
+    record = collections.namedtuple("Drawn", fields)(*items)
+    same(back(record), record)
+    same(back([record, (record,)]), [record, (record,)])
+    for result in (
+        scipy.stats.ttest_ind(x, y),
+        scipy.stats.ks_2samp(x, y),
+        scipy.stats.linregress(np.arange(len(x)), x),
+    ):
+        got = back(result)
+        same(got, result)
+        if not np.isnan(np.asarray(result, dtype=float)).any():  # NaN: equal only to itself
+            assert got == result and tuple(got) == tuple(result) and got == tuple(result), (got, result)
+        assert np.allclose(got, result, equal_nan=True) and got.pvalue is not None
+        assert repr(got).startswith(type(result).__name__ + "(")
+    got = back(scipy.stats.ttest_ind(x, y))
+    assert got.df == scipy.stats.ttest_ind(x, y).df and got[1] is got.pvalue
+    got = back(scipy.stats.ks_2samp(x, y))
+    assert got.statistic_location == scipy.stats.ks_2samp(x, y).statistic_location
+
+
+class Color(enum.IntEnum):
+    RED = 1
+    BLUE = -(10**20)
+
+
+class Perm(enum.IntFlag):
+    R = 4
+    W = 2
+
+
+@SETTINGS
+@given(
+    st.integers(-(10**20), 10**20),
+    st.integers(-(10**20), 10**20),
+    st.integers(-50, 50).filter(bool),
+    st.fractions(),
+    st.decimals(),
+    st.dictionaries(hashable, nested, max_size=4),
+)
+def python_kinds(start, stop, step, fraction, number, mapping):
+    same(back(range(start, stop, step)), range(start, stop, step))
+    same(back((fraction, [fractions.Fraction(-(10**40), 3)])), (fraction, [fractions.Fraction(-(10**40), 3)]))
+    same(
+        back([number, decimal.Decimal("-0.000"), decimal.Decimal("1E+999")]),
+        [number, decimal.Decimal("-0.000"), decimal.Decimal("1E+999")],
+    )
+    same(back([Color.RED, Color.BLUE, Perm.R | Perm.W]), [1, -(10**20), 6])  # sent as the int they are
+    same(back([mapping.keys(), mapping.values()]), [list(mapping), list(mapping.values())])
+    same(back(mapping.items()), [tuple(kv) for kv in mapping.items()])
+
+
+def record_fallbacks():
+    """A named tuple whose names the decoder would refuse still crosses: as a tuple, or under a plain name."""
+    hidden = collections.namedtuple("_Hidden", ["a", "b"])(1, [2.5])
+    got = back(hidden)
+    assert (
+        type(got).__name__ == "Hidden" and got._fields == ("a", "b") and got.b == [2.5] and got == (1, [2.5])
+    )
+    renamed = collections.namedtuple("T", ["a", "def", "a"], rename=True)(1, 2, 3)  # fields a, _1, _2
+    same(back(renamed), (1, 2, 3))
+    rows = list(pd.DataFrame({"my col": [1.5], "ok": ["x"]}).itertuples())  # Pandas(Index, _1, ok)
+    same(back(rows), [(0, 1.5, "x")])
+    rows = list(pd.DataFrame({"a": [1], "b": [2.0]}).itertuples(name="Row"))
+    got = back(rows)[0]
+    assert (got.Index, got.a, got.b, type(got).__name__) == (0, 1, 2.0, "Row"), got
+
+
+def record_node(fields, items=None, extra=(), name="R"):
+    items = [None] * len(fields) if items is None else items
+    node = {"t": "record", "name": name, "fields": fields, "v": items, "extra": list(extra)}
+    return json.dumps({**node, "xv": [None] * len(extra)})
+
+
+HOSTILE = (
+    record_node(["__class__"]),
+    record_node(["_x"]),
+    record_node(["import os"]),
+    record_node(["a=__import__('os').system('touch /tmp/ds1000-pwned')"]),
+    record_node(["a", "a"]),
+    record_node(["a"], extra=["a"]),
+    record_node(["a"], extra=["__init__"]),
+    record_node(["class"]),
+    record_node([""]),
+    record_node([1]),
+    record_node(["a"], name="__import__('os')"),
+    record_node(["a"], name="_R"),
+    record_node(["a"], name=None),
+    record_node([f"f{i}" for i in range(10**6)]),
+    record_node(["a", "b"], items=[None]),
+    record_node(["a"], items=[None, None]),
+    record_node(["a"], items="ab"),
+    json.dumps({"t": "record", "name": "R", "fields": ["a"], "v": [None], "extra": ["df"], "xv": []}),
+    json.dumps({"t": "record", "name": "R", "fields": "ab", "v": [None, None], "extra": [], "xv": []}),
+    json.dumps({"t": "record", "name": "R", "fields": ["a"], "v": [None]}),
+    json.dumps({"t": "range", "v": ["0", "1", "0"]}),
+    json.dumps({"t": "range", "v": ["__import__('os')", "1", "1"]}),
+    json.dumps({"t": "Fraction", "v": ["1", "0"]}),
+    json.dumps({"t": "Fraction", "v": ["1/2", "1"]}),
+    json.dumps({"t": "Decimal", "v": "1+os.system"}),
+    json.dumps({"t": "Decimal", "v": 1.5}),
+)
+
+
+def hostile_nodes():
+    """Malformed or hostile nodes of the new kinds: a DecodeError each, never a crash or code run."""
+    _, npz = dumps(np.array([0.5]))
+    for text in HOSTILE:
+        try:
+            got = loads(text, npz)
+        except DecodeError:
+            continue
+        raise AssertionError(f"decoded {text[:120]!r} to {got!r}")
+
+
+@SETTINGS
+@given(st.lists(st.text(max_size=6), max_size=4), st.text(max_size=6))
+def drawn_record_names(fields, name):
+    """Any names at all: a record with exactly those names, or a DecodeError."""
+    try:
+        got = loads(record_node(fields, name=name), dumps(None)[1])
+    except DecodeError:
+        return
+    assert type(got).__name__ == name and got._fields == tuple(fields) and tuple(got) == (None,) * len(fields)
+
+
 def draw_figure(steps):
     """A figure from drawn steps: (kind, visible, which) each; kinds cover every artist a summary keeps."""
     import matplotlib.pyplot as plt
@@ -352,6 +538,12 @@ PROPERTIES = (
     pandas_series,
     pandas_frames,
     sparse_matrices,
+    sparse_arrays,
+    records,
+    python_kinds,
+    record_fallbacks,
+    hostile_nodes,
+    drawn_record_names,
     figures,
 )
 

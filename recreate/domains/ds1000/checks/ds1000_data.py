@@ -5,24 +5,35 @@ What a solution produced crosses from the sandbox it ran in to the checker as a 
 tuples stay tuples, floats stay exact (repr) and NumPy/pandas/SciPy values come back with their dtypes,
 index and structure; nothing in it names a class to import or a function to call. A value of another
 kind is sent as a placeholder that equals nothing, so a check on it fails instead of trusting it.
+A named tuple (SciPy's results too) goes as a "record" of names, items and extra fields (SciPy's `df`...)
+and comes back as a namedtuple type made for it (plain names only), extras as attributes, equal to a tuple.
+IntEnum/IntFlag members go as ints and dict views (keys(), values(), items()) as lists; `range`,
+`Fraction`, `Decimal` and SciPy sparse arrays (as against matrices) keep their type.
 The pandas kinds are in ds1000_pandas.
 """
 
 import base64
+import collections
 import datetime
+import decimal
+import enum
+import fractions
 import io
 import json
+import keyword
 
 from ds1000_pandas import PandasDecoding, PandasEncoding, is_pandas
 
 MAX_DEPTH = 64
+MAX_FIELDS = 256  # of a record, extra fields included
+DICT_VIEWS = (type({}.keys()), type({}.values()), type({}.items()))
 SPARSE_FORMATS = ("csr", "csc", "coo", "lil", "dok", "dia", "bsr")
 # every kind of node the encoder writes; the decoder knows no other
 KINDS = frozenset(
     ("int", "float", "complex", "bytes", "list", "tuple", "set", "frozenset", "dict", "datetime", "date")
     + ("time", "timedelta", "unsupported", "ndarray", "objarray", "npscalar", "sparse", "DataFrame", "Series")
     + ("MultiIndex", "RangeIndex", "Index", "NaT", "NA", "Timestamp", "Timedelta", "Period", "Interval")
-    + ("masked", "matrix", "ExtensionArray")
+    + ("masked", "matrix", "ExtensionArray", "record", "range", "Fraction", "Decimal")
 )
 
 
@@ -65,17 +76,43 @@ class Encoder(PandasEncoding):
             return value
         if type(value) is int:
             return {"t": "int", "v": str(value)}
+        if isinstance(value, int) and isinstance(value, enum.Enum):  # IntEnum, IntFlag: their value
+            return {"t": "int", "v": str(int(value))}
         if type(value) is float:
             return {"t": "float", "v": repr(value)}
         if type(value) is complex:
             return {"t": "complex", "v": [repr(value.real), repr(value.imag)]}
         if isinstance(value, bytes) and not _is_numpy(value):
             return {"t": "bytes", "v": base64.b64encode(value).decode()}
+        if type(value) is range:
+            return {"t": "range", "v": [str(value.start), str(value.stop), str(value.step)]}
+        if isinstance(value, fractions.Fraction):
+            return {"t": "Fraction", "v": [str(value.numerator), str(value.denominator)]}
+        if isinstance(value, decimal.Decimal):
+            return {"t": "Decimal", "v": str(value)}
+        if isinstance(value, DICT_VIEWS):
+            return {"t": "list", "v": [self.encode(x, down) for x in value]}
         module = type(value).__module__.split(".")[0]
         if module == "scipy" and hasattr(value, "tocoo") and getattr(value, "format", None) in SPARSE_FORMATS:
+            import scipy.sparse
+
             coo = value.tocoo()  # before the containers: a dok_matrix is a dict
             keys = [self.array(coo.row), self.array(coo.col), self.array(coo.data)]
-            return {"t": "sparse", "format": value.format, "shape": list(value.shape), "coo": keys}
+            node = {"t": "sparse", "format": value.format, "shape": list(value.shape), "coo": keys}
+            if isinstance(value, getattr(scipy.sparse, "sparray", ())):
+                node["array"] = True
+            return node
+        if isinstance(value, tuple) and type(value) is not tuple and _record_names(value):
+            fields, extra = _record_names(value)
+            name = type(value).__name__.lstrip("_")
+            return {
+                "t": "record",
+                "name": name if _plain_name(name) else "Record",
+                "fields": fields,
+                "v": [self.encode(x, down) for x in value],
+                "extra": extra,
+                "xv": [self.encode(getattr(value, x), down) for x in extra],
+            }
         if isinstance(value, (list, tuple, set, frozenset)):
             kind = next(k for k in (list, tuple, set, frozenset) if isinstance(value, k)).__name__
             items = sorted(value, key=repr) if kind in ("set", "frozenset") else value
@@ -122,6 +159,22 @@ def _is_numpy(value):
     return type(value).__module__ == "numpy"
 
 
+def _record_names(value):
+    """([field], [extra field]) of a named tuple the decoder takes; None for others (they go as tuples):
+    a renamed field (`_1`, as `itertuples()` names a column that is no identifier) goes as a tuple."""
+    fields, extra = getattr(type(value), "_fields", None), getattr(type(value), "_extra_fields", ())
+    if not isinstance(fields, tuple) or not isinstance(extra, tuple) or len(fields) != len(value):
+        return None
+    names = fields + extra
+    ok = len(names) <= MAX_FIELDS and len(set(names)) == len(names) and all(map(_plain_name, names))
+    return (list(fields), list(extra)) if ok else None
+
+
+def _plain_name(text):
+    """An identifier, not a keyword, not starting with "_" (so no dunder, nothing namedtuple refuses)."""
+    return isinstance(text, str) and text.isidentifier() and not keyword.iskeyword(text) and text[0] != "_"
+
+
 def _type_name(value):
     return f"{type(value).__module__}.{type(value).__qualname__}"
 
@@ -155,6 +208,7 @@ def loads(text, npz):
 class Decoder(PandasDecoding):
     def __init__(self, arrays):
         self.arrays = arrays
+        self.records = {}  # (name, fields, extra fields) -> the type made for them
 
     def array(self, key):
         if not isinstance(key, str) or key not in self.arrays:
@@ -217,6 +271,40 @@ class Decoder(PandasDecoding):
         days, seconds, micro = node["v"]
         return datetime.timedelta(days=days, seconds=seconds, microseconds=micro)
 
+    def _range(self, node, depth):
+        start, stop, step = (int(x) for x in node["v"])
+        return range(start, stop, step)
+
+    def _Fraction(self, node, depth):
+        numerator, denominator = (int(x) for x in node["v"])
+        return fractions.Fraction(numerator, denominator)
+
+    def _Decimal(self, node, depth):
+        if not isinstance(node["v"], str):
+            raise DecodeError("a Decimal that is not a string")
+        return decimal.Decimal(node["v"])
+
+    def _record(self, node, depth):
+        name, fields, extra = node["name"], node["fields"], node["extra"]
+        if not all(isinstance(x, list) for x in (fields, extra, node["v"], node["xv"])):
+            raise DecodeError("a record without lists of fields and items")
+        if len(fields) + len(extra) > MAX_FIELDS:
+            raise DecodeError(f"a record of more than {MAX_FIELDS} fields")
+        for text in (name, *fields, *extra):
+            if not _plain_name(text):
+                raise DecodeError(f"a record name that is not a plain identifier: {str(text)[:80]!r}")
+        if len(set(fields + extra)) < len(fields + extra):
+            raise DecodeError("a record with a field named twice")
+        if len(node["v"]) != len(fields) or len(node["xv"]) != len(extra):
+            raise DecodeError("a record whose items do not match its fields")
+        key = (name, tuple(fields), tuple(extra))
+        if key not in self.records:  # checked names only: namedtuple builds its type from them
+            base = collections.namedtuple(name, fields)
+            self.records[key] = type(name, (base,), {"_extra_fields": tuple(extra)})
+        record = self.records[key](*self._items(node, depth))
+        record.__dict__.update(zip(extra, (self.decode(x, depth) for x in node["xv"]), strict=True))
+        return record
+
     def _unsupported(self, node, depth):
         return Unsupported(str(node.get("type")), str(node.get("v")))
 
@@ -253,4 +341,5 @@ class Decoder(PandasDecoding):
             raise DecodeError(f"unknown sparse format {node['format']!r}")
         row, col, data = (self.array(k) for k in node["coo"])
         shape = tuple(int(n) for n in node["shape"])
-        return scipy.sparse.coo_matrix((data, (row, col)), shape=shape).asformat(node["format"])
+        coo = scipy.sparse.coo_array if node.get("array") is True else scipy.sparse.coo_matrix
+        return coo((data, (row, col)), shape=shape).asformat(node["format"])
