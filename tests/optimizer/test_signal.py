@@ -142,4 +142,4 @@ def test_val_seeds_pair_every_task_and_seed(recreate_home, openai_server, domain
     assert (gate["low"], gate["improvement"]) == (1.0, 1.0)
     assert "CI [+1.000, +1.000], n=6 (3 tasks)" in result.history[1]["reason"]
     html = write_report(result, result.run_dir / "report").read_text()
-    assert "95% CI" in html and "[+1.000, +1.000]" in html and "6 (3 tasks)" in html
+    assert "75% CI" in html and "[+1.000, +1.000]" in html and "6 (3 tasks)" in html
