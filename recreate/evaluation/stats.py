@@ -1,28 +1,27 @@
 """The statistics of every decision and report: bootstrap intervals and the gate (scaffold and model).
 
-The gate: a candidate version is accepted only if it beats its parent on held-out tasks, by a test.
-Both versions are scored on the same validation tasks with the same seeds (`--val-seeds` runs per task),
-so every (task, seed) is a pair. Per task, the improvement is the mean over its seeds of candidate −
-parent. A percentile bootstrap of the mean over tasks (tasks resampled with replacement — seeds of one
-task stay together, being correlated — 2000 resamples, a fixed seed) gives a 95% interval of the mean
-improvement. The candidate is accepted when the interval's lower bound is above `min_improvement`
+The gate: a candidate version is accepted only if it beats its parent on held-out tasks, by a test. Both
+versions are scored on the same validation tasks with the same seeds (`--val-seeds` runs per task), so every
+(task, seed) is a pair. Per task, the improvement is the mean over its seeds of candidate − parent. A
+percentile bootstrap of the mean over tasks (tasks resampled with replacement — seeds of one task stay
+together, being correlated — 2000 resamples, a fixed seed) gives an interval of the mean improvement (95% at
+the default level). The candidate is accepted when the interval's lower bound is above `min_improvement`
 (default 0: the improvement must be reliably positive) and an exact paired sign-flip test of the same
 per-task improvements (less `min_improvement`) rejects "no improvement" at the one-sided level `alpha`
-(default `ALPHA` = 2.5%, the level of a 95% interval's lower bound; the interval is the two-sided
-1 − 2·alpha one). The bootstrap alone is no test on few tasks: when every task improves, every resample
-does, so two tasks that improved by chance (1 in 4 under no effect) were an interval above 0. The test's
-null is that the versions are exchangeable (either could have made each task's runs), so each task's
-difference is as likely to have either sign: k tasks all improving has chance 2^-k, and no candidate is
-accepted on fewer than `min_tasks_to_accept(alpha)` tasks (6 at 2.5%: 2^-5 > 2.5%). A skewed effect of
-mean zero (small gains on most tasks, a large loss on a few) is not that null; the bootstrap bound is
-what weighs it. A tie — a mean improvement
-of exactly zero — goes to the smaller scaffold: the candidate is accepted only if it is smaller than its
-parent. Pairs where either version hit an endpoint error are not scores and are left out (see
-`recreate.evaluation.errors`).
+(default `ALPHA` = 2.5%, the level of a 95% interval's lower bound; the interval is the two-sided 1 −
+2·alpha one). The bootstrap alone is no test on few tasks: when every task improves, every resample does, so
+two tasks that improved by chance (1 in 4 under no effect) were an interval above 0. The test's null is that
+the versions are exchangeable (either could have made each task's runs), so each task's difference is as
+likely to have either sign: k tasks all improving has chance 2^-k, and no candidate is accepted on fewer
+than `min_tasks_to_accept(alpha)` tasks (6 at 2.5%: 2^-5 > 2.5%). A skewed effect of mean zero (small gains
+on most tasks, a large loss on a few) is not that null; the bootstrap bound is what weighs it. A tie — a
+mean improvement of zero, per-task differences within `TIE` of 0 being float noise — goes to the smaller
+scaffold: the candidate is accepted only if it is smaller than its parent. Pairs where either version hit an
+endpoint error are not scores and are left out (see `recreate.evaluation.errors`).
 Fewer than `MIN_TASKS` paired tasks (e.g. every other task errored) is no test: the bootstrap of one value
-is that value, an interval of width zero, so such a candidate is rejected whatever its one score says; so
-is one for which fewer than `MIN_SCORED` of the validation runs asked for were scored for both versions
-(the errors' tasks are not a random sample: the few left decide nothing).
+is that value, an interval of width zero, so such a candidate is rejected whatever its one score says; so is
+one for which fewer than `MIN_SCORED` of the validation runs asked for were scored for both versions (the
+errors' tasks are not a random sample: the few left decide nothing).
 
 The bootstrap is `scipy.stats.bootstrap` (percentile method). It resamples observations, not ragged
 groups, so the task grouping and the pairing are done first: the unit it resamples is one task's mean
