@@ -16,6 +16,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
 from recreate.evaluation.stats import ALPHA, interval_label
+from recreate.text import clip_middle
 from recreate.ui.edits import component_of, op_content
 
 STATIC = Path(__file__).with_name("static")
@@ -32,7 +33,7 @@ def environment(*, static: bool = False) -> Environment:
     env.filters["num"] = lambda v, digits=3: _number(v, f".{digits}f")
     env.filters["signed"] = lambda v: _number(v, "+.3f")
     env.filters["level"] = _interval_level
-    env.filters["clip"] = clip
+    env.filters["clip"] = lambda text: clip_middle(str(text), CLIP_CHARS)  # the file keeps it all
     env.globals |= {"urlencode": urlencode, "op_content": op_content, "component_of": component_of}
     env.globals["static"] = static
     env.globals["link"] = _text if static else _link
@@ -41,14 +42,6 @@ def environment(*, static: bool = False) -> Environment:
 
 
 CLIP_CHARS = 20_000  # of one text on a page: an imported trajectory's 5 MB message would stall the browser
-
-
-def clip(text: Any, limit: int = CLIP_CHARS) -> str:
-    """`text` up to `limit` characters, and how many more there are (the trajectory's file has them all)."""
-    text = str(text)
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}\n[… {len(text) - limit:,} more characters not shown]"
 
 
 def _interval_level(gate: Any) -> str:
