@@ -4,8 +4,6 @@ absurdly nested schema is one clear error when the box is built, and a regex tha
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +11,7 @@ import pytest
 
 from recreate.agent.toolbox import ActionError, ToolBox, tool_specs
 from recreate.scaffold import Scaffold, ScaffoldError, SmokeTest, Tool, load_scaffold
+from tests.deadline import python_within
 
 REPO = Path(__file__).resolve().parents[2]
 MINIMAL = REPO / "scaffolds" / "minimal"
@@ -86,17 +85,9 @@ except ActionError as exc:
 def test_a_catastrophic_regex_stops_at_a_deadline():
     """Before the fix `^(a|a)*$` was matched in the agent's process: 40 characters held its GIL for
     hours (so this runs in a child with a deadline)."""
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", CATASTROPHIC_CALL],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("checking arguments against a backtracking regex hung the process")
-    assert done.returncode == 0, done.stderr
+    done = python_within(
+        CATASTROPHIC_CALL, hung="checking arguments against a backtracking regex hung the process"
+    )
     assert done.stdout.startswith("REFUSED arguments of 'probe': checking the arguments")
     assert "took longer than 2 s" in done.stdout
 

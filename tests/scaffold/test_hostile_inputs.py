@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -23,9 +21,9 @@ from recreate.scaffold import (
 )
 from recreate.scaffold import files as scaffold_files
 from recreate.scaffold.template_safety import unsafe_reason
+from tests.deadline import python_within
 from tests.scaffold.conftest import make_scaffold
 
-REPO = Path(__file__).resolve().parents[2]
 EVIL_PATTERN = "^(a|a)*$"  # exponential backtracking in Python's re
 EVIL_TEXT = "a" * 40 + "!"
 
@@ -224,17 +222,9 @@ except ScaffoldValidationError as exc:
 def test_a_catastrophic_regex_in_an_edit_does_not_hang_the_host():
     """Before the fix the smoke arguments were matched in process: `^(a|a)*$` on 40 characters held
     the GIL for hours (so the check runs in a child with a deadline)."""
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", CATASTROPHIC_EDIT],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("validating an edit whose schema has a backtracking regex hung the process")
-    assert done.returncode == 0, done.stderr
+    done = python_within(
+        CATASTROPHIC_EDIT, hung="validating an edit whose schema has a backtracking regex hung the process"
+    )
     lines = done.stdout.splitlines()
     assert lines[0] == "REFUSED"
     assert lines[1].startswith("tools/evil/tool.yaml: smoke.args: checking the arguments")
