@@ -10,6 +10,7 @@ import typer
 
 from recreate import __version__
 from recreate.cli_options import apply_conventions, common_flags, dotenv_warnings_once, exit_on_usage_error
+from recreate.console import echo
 from recreate.errors import one_line
 
 app = typer.Typer(help="Create and improve domain agents from their own experience.", no_args_is_help=True)
@@ -24,7 +25,7 @@ _state = {"debug": False}
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"recreate {__version__}")
+        echo(f"recreate {__version__}")
         raise typer.Exit()
 
 
@@ -91,6 +92,6 @@ def main() -> None:
         exit_on_usage_error(exc)
         if _state["debug"]:
             raise
-        typer.echo(f"error: {one_line(exc)}", err=True)
+        echo(f"error: {one_line(exc)}", err=True)
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)

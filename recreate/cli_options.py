@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import click
 import typer
 
-from recreate.console import set_quiet
+from recreate.console import PrintableFormatter, echo, set_quiet
 
 T = TypeVar("T")
 _json: dict[str, Any] = {}
@@ -130,7 +130,7 @@ def deprecated(old: str, new: str, *short: str) -> Any:
 
     def notice(value: Any) -> Any:
         if value is not None:
-            typer.echo(f"note: {old} is deprecated; use {new}", err=True)
+            echo(f"note: {old} is deprecated; use {new}", err=True)
         return value
 
     return typer.Option(
@@ -159,7 +159,7 @@ def _set_verbose(ctx: typer.Context, value: bool) -> None:
     if value:
         _keep_loggers(ctx)
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        handler.setFormatter(PrintableFormatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
         for name in _LOGGERS:
             logger = logging.getLogger(name)
             logger.setLevel(logging.DEBUG)
@@ -266,5 +266,5 @@ def exit_on_usage_error(exc: Exception) -> None:
     ends the command with its exit code; any other exception returns for the caller to report."""
     format_message = getattr(exc, "format_message", None)
     if callable(format_message):
-        typer.echo(f"error: {' '.join(str(format_message()).split())}", err=True)
+        echo(f"error: {' '.join(str(format_message()).split())}", err=True)
         sys.exit(getattr(exc, "exit_code", 2))

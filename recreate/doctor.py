@@ -22,7 +22,7 @@ from rich.table import Table
 
 from recreate.cli_options import emit_json, home_option, json_option
 from recreate.config import load_settings
-from recreate.console import make_console
+from recreate.console import echo, make_console
 from recreate.redact import redact
 
 
@@ -234,5 +234,5 @@ def doctor_command(
     missing = missing_needs(checks)
     if missing:
         names = ", ".join(c.name for c in missing)
-        typer.echo(f"missing for the configured setup: {names}", err=True)
+        echo(f"missing for the configured setup: {names}", err=True)
         raise SystemExit(1)  # typer.Exit codes are dropped by the root main (standalone_mode=False)

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from recreate.cli_options import deprecated, emit_json, home_option, json_option, prefer, sandbox_option
 from recreate.config import load_settings
-from recreate.console import make_console
+from recreate.console import echo, make_console
 from recreate.domains.registry import domain_class, get_domain, list_domains
 from recreate.domains.selftest import SelfTestReport, count_jobs, run_selftest
 
@@ -90,7 +90,7 @@ def selftest_command(
     print_report(report)
     rate = report.reference_pass_rate()
     if rate < min_reference_pass:
-        typer.echo(
+        echo(
             f"error: only {rate:.1%} of the reference solutions pass (--min-reference-pass "
             f"{min_reference_pass:g}); the evaluation setup is broken: see the failures above",
             err=True,
@@ -125,7 +125,7 @@ def print_report(report: SelfTestReport) -> None:
             "the submission where its verdict is made, or lets it read the expected answer",
             soft_wrap=True,
         )
-    typer.echo(report.summary_line())
+    echo(report.summary_line())
 
 
 @app.command("setup")
@@ -147,7 +147,7 @@ def setup_command(
 
         setup_ds1000(path, python, console)
     else:
-        typer.echo(f"domain {domain!r} needs no environment setup")
+        echo(f"domain {domain!r} needs no environment setup")
 
 
 @app.command("build")

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from recreate.cli_options import emit_json, home_option, json_option
 from recreate.config import load_settings
-from recreate.console import make_console
+from recreate.console import echo, make_console
 from recreate.experience.catalog import check_filters
 from recreate.experience.digest import one_line
 from recreate.experience.embeddings import make_embedding
@@ -89,11 +89,11 @@ def ls_command(
     for e in entries[-limit:]:
         score = "-" if e.score is None else f"{e.score:g}"
         version = f"{e.scaffold_name or '-'}@{e.scaffold_version or '-'}"
-        typer.echo(
+        echo(
             f"{e.id}  task={e.task_id}  domain={e.domain}  scaffold={version}  "
             f"{e.outcome}({score})  {e.exit_status}  steps={e.n_steps}"
         )
-    typer.echo(f"{len(entries)} trajectories in {_root(home)}", err=True)
+    echo(f"{len(entries)} trajectories in {_root(home)}", err=True)
 
 
 @app.command("show")
@@ -113,7 +113,7 @@ def show_command(
     if as_json:
         emit_json(trajectory.model_dump(mode="json"))
         return
-    typer.echo(render(trajectory, view, budget))
+    echo(render(trajectory, view, budget))
 
 
 @app.command("search")
@@ -137,12 +137,12 @@ def search_command(
         emit_json([dataclasses.asdict(hit) for hit in hits])
         return
     if not hits:
-        typer.echo(f"no hits in {_root(home)}", err=True)
+        echo(f"no hits in {_root(home)}", err=True)
     for hit in hits:
         meta = hit.metadata
         step = meta.get("step", "-")
         task_id = meta.get("task_id", "-")
-        typer.echo(
+        echo(
             f"{hit.trajectory_id or hit.id}  task={task_id}  step={step}  distance={hit.distance:.3f}  "
             f"{one_line(hit.document)[:160]}"
         )
@@ -167,17 +167,17 @@ def import_command(
         )
     report.errors[:0] = batch.errors
     if report.errors:
-        typer.echo(f"not imported ({len(report.errors)}; everything else was stored):", err=True)
+        echo(f"not imported ({len(report.errors)}; everything else was stored):", err=True)
     for lines in (report.errors, report.truncated):
         for line in lines[:_SHOWN]:
-            typer.echo(f"  {line}", err=True)
+            echo(f"  {line}", err=True)
         if len(lines) > _SHOWN:
-            typer.echo(f"  ... and {len(lines) - _SHOWN} more", err=True)
+            echo(f"  ... and {len(lines) - _SHOWN} more", err=True)
     if report.duplicates:
-        typer.echo(
+        echo(
             f"  duplicates (already stored, left as they are): {', '.join(report.duplicates[:10])}", err=True
         )
-    typer.echo(report.summary())
+    echo(report.summary())
     if report.errors:
         raise SystemExit(1)  # typer.Exit codes are dropped by the root main (standalone_mode=False)
 
@@ -189,10 +189,8 @@ def reindex_command(home: Path = home_option()) -> None:
         bar = progress.add_task("reindexing", total=len(list(store.files.glob("*/*.json"))))
         report = store.reindex(progress=lambda n: progress.advance(bar, n))
     for line in report.errors:
-        typer.echo(f"  {line}", err=True)
-    typer.echo(
-        f"reindexed {len(report.added)} trajectories; {len(report.errors)} unreadable file(s) left in place"
-    )
+        echo(f"  {line}", err=True)
+    echo(f"reindexed {len(report.added)} trajectories; {len(report.errors)} unreadable file(s) left in place")
 
 
 @app.command("verify")
@@ -200,11 +198,11 @@ def verify_command(home: Path = home_option()) -> None:
     """Check that files, catalog and index agree; exit code 1 on drift."""
     drift = _read(home, lambda store: store.verify(), DriftReport())
     if drift.ok:
-        typer.echo("ok: files, catalog and index agree")
+        echo("ok: files, catalog and index agree")
         return
     for line in drift.lines():
-        typer.echo(f"drift: {line}")
-    typer.echo("run `recreate experience reindex` to rebuild the catalog and index from the files")
+        echo(f"drift: {line}")
+    echo("run `recreate experience reindex` to rebuild the catalog and index from the files")
     raise SystemExit(1)  # typer.Exit codes are dropped by the root main (standalone_mode=False)
 
 
@@ -226,4 +224,4 @@ def export_command(
     if count is None:  # nothing stored: the file the user asked for, empty
         out.write_text("", encoding="utf-8")
         count = 0
-    typer.echo(f"wrote {count} trajectories to {out}")
+    echo(f"wrote {count} trajectories to {out}")

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from recreate.cli_options import emit_json, home_option, json_option, sandbox_option
 from recreate.config import load_settings
-from recreate.console import make_console
+from recreate.console import echo, make_console
 
 console = make_console()
 
@@ -97,8 +97,8 @@ def print_settings(resolved: dict[str, Any], note: str, as_json: bool) -> None:
     if as_json:
         emit_json({"settings": resolved, "note": note})
         return
-    typer.echo(yaml.safe_dump(resolved, sort_keys=False).rstrip())
-    typer.echo(f"# {note}", err=True)
+    echo(yaml.safe_dump(resolved, sort_keys=False).rstrip())
+    echo(f"# {note}", err=True)
 
 
 def _print_report(report: Any, run: str, run_dir: Path) -> None:

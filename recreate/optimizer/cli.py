@@ -26,7 +26,7 @@ from recreate.cli_options import (
     sandbox_option,
 )
 from recreate.config import load_settings
-from recreate.console import make_console
+from recreate.console import PrintableFormatter, make_console
 from recreate.local import LOCAL_SPEC
 from recreate.optimizer.plan import print_plan
 from recreate.optimizer.protocol import PROTOCOLS
@@ -382,7 +382,7 @@ def _progress_lines() -> Iterator[None]:
         handler = RichHandler(console=console, show_level=False, show_path=False, markup=False)
     else:
         handler = logging.StreamHandler(console.file)
-        handler.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", "%H:%M:%S"))
+        handler.setFormatter(PrintableFormatter("[%(asctime)s] %(message)s", "%H:%M:%S"))
     level, propagate = log.level, log.propagate  # given back: a caller's own handlers see them again
     log.addHandler(handler)
     log.setLevel(logging.INFO)

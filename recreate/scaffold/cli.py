@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from recreate.cli_options import emit_json, home_option, json_option, sandbox_option
-from recreate.console import make_console
+from recreate.console import echo, make_console
 from recreate.sandbox import get_sandbox
 from recreate.scaffold.errors import ScaffoldValidationError
 from recreate.scaffold.files import write_dir
@@ -99,10 +99,10 @@ def show(
     )
     console.print(f"limits: {scaffold.limits.model_dump()}")
     console.rule("system message")
-    typer.echo(render_system(scaffold))
+    echo(render_system(scaffold))
     if task is not None:
         console.rule("instance prompt")
-        typer.echo(render_instance(scaffold, task=task))
+        echo(render_instance(scaffold, task=task))
     if scaffold.tools:
         console.rule("tools")
         for tool in scaffold.tools:

@@ -8,6 +8,7 @@ import typer
 
 from recreate.cli_options import home_option
 from recreate.config import load_settings
+from recreate.console import echo
 
 
 def ui_command(
@@ -31,6 +32,6 @@ def ui_command(
     settings = load_settings(home=home)
     if not settings.home.is_dir():
         raise typer.BadParameter(f"{settings.home} is not a directory: pass --home DIR (a recreate home)")
-    typer.echo(f"recreate ui on http://{host}:{port}/ over {settings.home} (read-only; Ctrl-C stops it)")
+    echo(f"recreate ui on http://{host}:{port}/ over {settings.home} (read-only; Ctrl-C stops it)")
     serve(settings.home, host=host, port=port, allow_hosts=allow_host, embedding=settings.embedding,
           chroma_url=settings.chroma_url)  # fmt: skip

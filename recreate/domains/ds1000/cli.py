@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from recreate.config import load_settings
+from recreate.console import echo
 from recreate.domains.ds1000.env import default_env_path, ensure_env
 from recreate.envbuild import EnvBuildError
 
@@ -17,6 +18,6 @@ def setup_ds1000(path: Path | None, python: str | None, console: Console) -> Non
     try:
         ready = ensure_env(path or default_env_path(load_settings().home), python=python, echo=console.print)
     except EnvBuildError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     console.print(f"DS-1000 environment ready: {ready}", soft_wrap=True)

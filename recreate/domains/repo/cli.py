@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from recreate.config import load_settings
+from recreate.console import echo
 from recreate.domains.common import DomainDataError, jsonl_files
 from recreate.domains.repo.env import distinct_environments, ensure_env
 from recreate.domains.repo.instance import load_instances
@@ -32,7 +33,7 @@ def setup_repo(data: Path | None, console: Console) -> None:
         try:
             ready = ensure_env(environment, load_settings().home, echo=console.print)
         except EnvBuildError as exc:
-            typer.echo(f"error: {exc}", err=True)
+            echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from None
         console.print(f"repo test environment ready: {ready}", soft_wrap=True)
 
@@ -70,10 +71,10 @@ def build_repo(
         install=install,
         timeout=timeout,
         chat=chat,
-        echo=lambda line: typer.echo(line),
+        echo=lambda line: echo(line),
     )
     try:
         builder.build(source, out, n=n)
     except (BuildError, EnvBuildError) as exc:
-        typer.echo(f"error: {exc}", err=True)
+        echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
