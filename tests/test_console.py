@@ -66,7 +66,9 @@ def test_log_lines_escape_control_characters() -> None:
 
     from recreate.console import PrintableFormatter
 
-    record = logging.LogRecord("recreate", logging.WARNING, __file__, 1, "evaluator said %s", (HOSTILE,), None)
+    record = logging.LogRecord(
+        "recreate", logging.WARNING, __file__, 1, "evaluator said %s", (HOSTILE,), None
+    )
     line = PrintableFormatter("%(message)s").format(record)
     assert "\x1b" not in line and line.startswith("evaluator said feedback \\x1b]52")
 
@@ -82,7 +84,13 @@ def test_a_cli_shows_a_trajectory_with_escape_sequences_without_sending_them(tmp
     monkeypatch.setenv("RECREATE_EMBEDDING", "hash")
     chat = {
         "messages": [{"role": "user", "content": "say hi"}, {"role": "assistant", "content": HOSTILE}],
-        "metadata": {"task_id": "t\x1b[8m1", "domain": "math", "score": 0.0, "passed": False, "feedback": HOSTILE},
+        "metadata": {
+            "task_id": "t\x1b[8m1",
+            "domain": "math",
+            "score": 0.0,
+            "passed": False,
+            "feedback": HOSTILE,
+        },
     }
     (tmp_path / "chats.jsonl").write_text(json.dumps(chat) + "\n")
     runner = CliRunner()
