@@ -240,6 +240,15 @@ def test_reference_passes_and_a_wrong_answer_fails_with_expected_and_got(toy_dom
 
 
 @pytest.mark.bwrap
+def test_a_figure_the_summary_cannot_hold_fails_the_case_saying_why(toy_domain, bwrap):
+    task = _toy(toy_domain, 1)
+    plot = "import matplotlib.pyplot as plt\nplt.plot([1, 2])\n"
+    broken = toy_domain.evaluate(task, plot + "plt.gcf().get_size_inches = None\n" + task.reference, bwrap)
+    assert not broken.passed and "the solution's figure could not be read: TypeError" in broken.feedback
+    assert toy_domain.evaluate(task, plot + task.reference, bwrap).passed
+
+
+@pytest.mark.bwrap
 @pytest.mark.parametrize("name", sorted(FORGERIES))
 def test_forged_verdicts_score_zero(toy_domain, bwrap, name):
     evaluation = toy_domain.evaluate(_toy(toy_domain, 1), FORGERIES[name], bwrap)

@@ -158,14 +158,19 @@ print("more ok")
 """
 
 
-@pytest.mark.parametrize("script", [ROUNDTRIP, MORE], ids=["basics", "styles"])
-def test_a_figure_summary_rebuilds_what_the_plot_checks_read(ds1000_env, tmp_path, script):
+def run_with_the_checks(env, tmp_path, script, timeout=120):
+    """Run `script` on the DS-1000 environment's Python, the checks folder on its path; fail on an error."""
     done = subprocess.run(
-        [str(env_python(ds1000_env)), "-c", textwrap.dedent(script)],
+        [str(env_python(env)), "-c", textwrap.dedent(script)],
         cwd=tmp_path,
         env={"PYTHONPATH": str(CHECKS_DIR), "MPLCONFIGDIR": str(tmp_path / "mpl"), "OMP_NUM_THREADS": "1"},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("script", [ROUNDTRIP, MORE], ids=["basics", "styles"])
+def test_a_figure_summary_rebuilds_what_the_plot_checks_read(ds1000_env, tmp_path, script):
+    run_with_the_checks(ds1000_env, tmp_path, script)

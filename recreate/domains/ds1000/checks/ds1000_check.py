@@ -180,6 +180,8 @@ def judge(namespace, solution, generated, outcomes):
             Path("output.png").write_bytes(outcome["image"])
         if outcome.get("error"):
             raise SolutionRaised(outcome["error"])
+        if outcome.get("figure_error"):
+            raise AssertionError(f"the solution's figure could not be read: {outcome['figure_error']}")
         if outcome.get("has_result"):
             env["result"] = outcome.get("result")
             empty = expected and empty_where_expected(env["result"], expected[0])

@@ -5,25 +5,33 @@ sizes, tick labels...). The solution's sandbox sends `summarize()` of its curren
 `rebuild()`s real matplotlib objects from that summary and runs the problem's own check on them.
 
 What the summary keeps:
-- the figure: size, dpi, suptitle / supxlabel / supylabel, other figure texts, figure legends;
-- per axes: position, projection (a 3D one's view and z label / limits), frame, face colour, aspect,
-  margins, visibility (the axes, `axis("off")`, each axis), spines (visibility, colour, width), title,
-  axis labels and their positions (`set_label_position`), limits, scales, texts and annotations;
+- the figure: size, dpi, subplot parameters, layout engine, suptitle / supxlabel / supylabel, other
+  figure texts, figure legends, the axes in order (their subplot grids, shared x / y, colorbars);
+- per axes: label, position, subplot (grid, rows, columns), projection (a 3D one's view and z label
+  / limits), frame, face colour, aspect, margins, visibility (the axes, `axis("off")`, each axis),
+  spines (visibility, colour, width), title, axis labels and their positions (`set_label_position`),
+  limits, scales (log / symlog settings too), texts and annotations, containers (bars, error bars,
+  stems: which of its artists each holds);
 - ticks, major and minor: locations, both rows of labels, tick marks on both sides, grid lines, and the
   axis' tick settings (`tick_params`, `tick_top()`, grid style...: new ticks follow them);
-- every text: content, font size, weight, colour, alpha, alignments, rotation, position, visibility
-  (and an annotation's point);
+- every text: content, font size, weight, family, style, variant, colour, alpha, alignments, rotation,
+  position, visibility (and an annotation's point, coordinates and arrow properties);
 - lines: data, style, draw style, marker, markevery, fill style, colours, width, alpha, z-order,
   clipping, label (`axline`s as such);
 - patches: vertices, colours, hatch, line width and style, fill, alpha, z-order, label (rectangles,
-  polygons and a pie's wedges as such);
+  polygons, a pie's wedges, arrows, circles, ellipses and arcs as such, with their geometry);
 - collections: paths, offsets, colours, sizes, line widths, hatch, alpha, colormap, colour array and
-  limits, z-order, clipping, label (line collections as such);
-- images: shape, colormap;
-- legends: texts, title, frame, location, columns, spacing parameters, each handle's style.
+  limits, z-order, clipping, label (line and polygon collections and meshes as such);
+- images: values (up to a bound), extent, colour limits, interpolation, origin, colormap, alpha;
+- legends: texts, title, frame (and its colours), location and anchor box, columns, spacing
+  parameters, shadow, each handle's style.
+The less plain kinds are summarized and rebuilt by ds1000_figure_artists.
 Every artist kept keeps its visibility. A check that reads anything else sees the default of a fresh
 figure.
 """
+
+import ds1000_figure_artists as artists
+from ds1000_figure_artists import COLLECTION_PROPS, PATCH_PROPS, props
 
 LINE_PROPS = (
     "linestyle",
@@ -43,25 +51,20 @@ LINE_PROPS = (
     "fillstyle",
     "clip_on",
 )
-PATCH_PROPS = ("facecolor", "edgecolor", "hatch", "linewidth", "linestyle", "fill", "alpha", "zorder")
-PATCH_PROPS += ("label", "visible")
-COLLECTION_PROPS = ("facecolor", "edgecolor", "sizes", "linewidth", "hatch", "alpha", "zorder", "label")
-COLLECTION_PROPS += ("clip_on", "visible")
 TEXT_PROPS = ("fontsize", "fontweight", "color", "alpha", "rotation", "horizontalalignment")
-TEXT_PROPS += ("verticalalignment", "visible")
+TEXT_PROPS += ("verticalalignment", "visible", "fontfamily", "fontstyle", "fontvariant")
 LEGEND_PARAMS = ("numpoints", "scatterpoints", "markerscale", "borderpad", "labelspacing", "handlelength")
-LEGEND_PARAMS += ("handleheight", "handletextpad", "borderaxespad", "columnspacing")
-
-
-def _props(artist, names):
-    return {name: getattr(artist, f"get_{name}")() for name in names if hasattr(artist, f"get_{name}")}
+LEGEND_PARAMS += ("handleheight", "handletextpad", "borderaxespad", "columnspacing", "shadow")
+FRAME_PROPS = ("facecolor", "edgecolor", "linewidth", "alpha")
+LAYOUTS = {"TightLayoutEngine": "tight", "ConstrainedLayoutEngine": "constrained"}
+MAX_COUNT = 1024  # of a legend's columns or points, of a text's font families: more would take long
 
 
 def _text(text):
     data = {"text": text.get_text(), "position": tuple(float(v) for v in text.get_position())}
     if hasattr(text, "xy"):  # an annotation: the point it annotates
-        data["xy"] = tuple(float(v) for v in text.xy)
-    return {**data, **_props(text, TEXT_PROPS)}
+        data["xy"], data["annotation"] = tuple(float(v) for v in text.xy), artists.annotation(text)
+    return {**data, **props(text, TEXT_PROPS)}
 
 
 def _axis(axis, which):
@@ -81,40 +84,12 @@ def _axis(axis, which):
 def _line(line):
     from matplotlib.lines import AxLine
 
-    props = _props(line, LINE_PROPS)
-    if isinstance(props.get("markevery"), slice):  # not data: as (start, stop, step) would misread
-        del props["markevery"]
+    kept = props(line, LINE_PROPS)
+    if isinstance(kept.get("markevery"), slice):  # not data: as (start, stop, step) would misread
+        del kept["markevery"]
     if isinstance(line, AxLine):
-        return {"kind": "axline", "xy1": line._xy1, "xy2": line._xy2, "slope": line._slope, "props": props}
-    return {"kind": "line", "xy": line.get_xydata(), "props": props}
-
-
-def _patch(patch):
-    from matplotlib.patches import Polygon, Rectangle, Wedge
-
-    kinds = {Rectangle: "rectangle", Polygon: "polygon", Wedge: "wedge"}
-    kind = next((name for cls, name in kinds.items() if isinstance(patch, cls)), "path")
-    vertices = patch.get_xy() if kind == "polygon" else patch.get_verts()
-    extra = {}
-    if kind == "rectangle":
-        extra = {"xy": patch.get_xy(), "width": patch.get_width(), "height": patch.get_height()}
-    elif kind == "wedge":  # a pie's slice
-        extra = {"wedge": (tuple(patch.center), patch.r, patch.theta1, patch.theta2, patch.width)}
-    return {"kind": kind, "vertices": vertices, "props": _props(patch, PATCH_PROPS), **extra}
-
-
-def _collection(collection):
-    from matplotlib.collections import LineCollection
-
-    return {
-        "kind": "lines" if isinstance(collection, LineCollection) else "paths",
-        "paths": [(path.vertices, path.codes) for path in collection.get_paths()],
-        "offsets": collection.get_offsets(),
-        "props": _props(collection, COLLECTION_PROPS),
-        "cmap": collection.cmap.name,
-        "array": collection.get_array(),
-        "clim": tuple(collection.get_clim()),
-    }
+        return {"kind": "axline", "xy1": line._xy1, "xy2": line._xy2, "slope": line._slope, "props": kept}
+    return {"kind": "line", "xy": line.get_xydata(), "props": kept}
 
 
 def _legend(legend):
@@ -127,11 +102,11 @@ def _legend(legend):
     handles = []
     for handle in legend.legend_handles:
         if isinstance(handle, Line2D):
-            handles.append({"kind": "line", "props": _props(handle, LINE_PROPS)})
+            handles.append({"kind": "line", "props": props(handle, LINE_PROPS)})
         elif isinstance(handle, Patch):
-            handles.append({"kind": "patch", "props": _props(handle, PATCH_PROPS)})
+            handles.append({"kind": "patch", "props": props(handle, PATCH_PROPS)})
         elif isinstance(handle, Collection):
-            handles.append({"kind": "collection", "props": _props(handle, COLLECTION_PROPS)})
+            handles.append({"kind": "collection", "props": props(handle, COLLECTION_PROPS)})
         else:
             handles.append({"kind": "line", "props": {}})
     return {
@@ -140,10 +115,25 @@ def _legend(legend):
         "title": _text(legend.get_title()),
         "handles": handles,
         "frame_on": legend.get_frame_on(),
+        "frame": props(legend.get_frame(), FRAME_PROPS),
         "loc": legend._loc,
+        "anchor": _anchor(legend),
         "ncols": legend._ncols,
         "params": {name: getattr(legend, name) for name in LEGEND_PARAMS},
     }
+
+
+def _anchor(legend):
+    """`bbox_to_anchor`: as given (in its parent's box) or, under another transform, in pixels."""
+    from matplotlib.transforms import BboxTransformTo
+
+    box = legend._bbox_to_anchor
+    if box is None:
+        return None
+    transform = box._transform
+    if isinstance(transform, BboxTransformTo) and transform._boxout is legend.parent.bbox:
+        return tuple(box._bbox.bounds), False
+    return tuple(box.bounds), True
 
 
 def _axes(ax):
@@ -176,19 +166,17 @@ def _axes(ax):
         },
         "xlim": tuple(ax.get_xlim()),
         "ylim": tuple(ax.get_ylim()),
-        "scales": (ax.get_xscale(), ax.get_yscale()),
+        "scales": (artists.scale(ax.xaxis), artists.scale(ax.yaxis)),
         "ticks": {
             f"{name}_{which}": _axis(getattr(ax, f"{name}axis"), which)
             for name in ("x", "y")
             for which in ("major", "minor")
         },
         "lines": [_line(line) for line in ax.lines],
-        "patches": [_patch(p) for p in ax.patches],
-        "collections": [_collection(c) for c in ax.collections],
-        "images": [
-            {"shape": tuple(im.get_array().shape), "cmap": im.cmap.name, "visible": im.get_visible()}
-            for im in ax.images
-        ],
+        "patches": [artists.patch(p) for p in ax.patches],
+        "collections": [artists.collection(c) for c in ax.collections],
+        "images": [artists.image(im) for im in ax.images],
+        "containers": artists.containers(ax),
         "texts": [_text(t) for t in ax.texts],
         "legend": _legend(ax.get_legend()),
     }
@@ -204,18 +192,27 @@ def summarize():
     axes = figure.axes
     current = axes.index(figure.gca()) if axes else None
     named = {name: getattr(figure, f"_{name}", None) for name in ("suptitle", "supxlabel", "supylabel")}
+    grids = []  # filled by artists.layout: the subplot grids the axes sit in
+    placed = [_axes(a) | artists.layout(a, axes, grids) for a in axes]
+    engine = figure.get_layout_engine()
+    layout = "compressed" if getattr(engine, "_compress", False) else LAYOUTS.get(type(engine).__name__)
     return {
         "size": tuple(float(v) for v in figure.get_size_inches()),
         "dpi": float(figure.get_dpi()),
         "named_texts": {name: _text(t) for name, t in named.items() if t is not None},
         "texts": [_text(t) for t in figure.texts if not any(t is n for n in named.values())],
         "legends": [_legend(legend) for legend in figure.legends],
-        "axes": [_axes(a) for a in axes],
+        "subplotpars": {name: getattr(figure.subplotpars, name) for name in artists.GRID_PARAMS},
+        "layout": layout,
+        "grids": [artists.grid(g) for g in grids],
+        "axes": placed,
         "current": current,
     }
 
 
 def _set_text(target, data):
+    if len(data.get("fontfamily", ())) > MAX_COUNT:  # each name is looked up in the font list
+        raise ValueError("too many font families")
     target.set_text(data["text"])
     target.set_position(data["position"])
     target.set(**{name: data[name] for name in TEXT_PROPS if name in data})
@@ -249,26 +246,38 @@ def _set_legend(owner, data):
     from matplotlib.collections import PathCollection
     from matplotlib.lines import Line2D
     from matplotlib.patches import Rectangle
+    from matplotlib.transforms import IdentityTransform
 
     texts = data["texts"]
     proxies = {
-        "line": lambda: Line2D([], []),
-        "patch": lambda: Rectangle((0, 0), 1, 1),
-        "collection": lambda: PathCollection([matplotlib.markers.MarkerStyle("o").get_path()]),
+        "line": (lambda: Line2D([], []), LINE_PROPS),
+        "patch": (lambda: Rectangle((0, 0), 1, 1), PATCH_PROPS),
+        "collection": (
+            lambda: PathCollection([matplotlib.markers.MarkerStyle("o").get_path()]),
+            COLLECTION_PROPS,
+        ),
     }
     kinds = [h["kind"] for h in data["handles"]] + ["line"] * (len(texts) - len(data["handles"]))
+    anchor = {}
+    if data["anchor"] is not None:  # in pixels: the figure has the same size and dpi
+        box, pixels = data["anchor"]
+        anchor = {"bbox_to_anchor": box, "bbox_transform": IdentityTransform() if pixels else None}
+    for name in ("numpoints", "scatterpoints"):
+        artists.in_range(data["params"][name], MAX_COUNT)
     legend = owner.legend(
-        [proxies[kind]() for kind in kinds],
+        [proxies[kind][0]() for kind in kinds],
         [t["text"] for t in texts],
         title=data["title"]["text"],
         loc=data["loc"],
-        ncols=data["ncols"],
+        ncols=artists.in_range(data["ncols"], MAX_COUNT),
         frameon=data["frame_on"],
-        **data["params"],
+        **anchor,
+        **artists.only(data["params"], LEGEND_PARAMS),
     )
+    legend.get_frame().set(**artists.only(data["frame"], FRAME_PROPS))
     for made, handle in zip(legend.legend_handles, data["handles"], strict=False):
         if made is not None:
-            made.set(**handle["props"])
+            made.set(**artists.only(handle["props"], proxies[handle["kind"]][1]))
     for target, text in zip(legend.get_texts(), texts, strict=False):
         _set_text(target, text)
     _set_text(legend.get_title(), data["title"])
@@ -277,20 +286,18 @@ def _set_legend(owner, data):
 
 def _add_text(owner, data):
     if "xy" in data and hasattr(owner, "annotate"):  # a figure has no `annotate`
-        made = owner.annotate(data["text"], data["xy"], xytext=data["position"])
+        kwargs = artists.annotate_kwargs(data["annotation"])
+        made = owner.annotate(data["text"], data["xy"], xytext=data["position"], **kwargs)
     else:
         made = owner.text(*data["position"], data["text"])
     _set_text(made, data)
 
 
-def _rebuild_axes(figure, data):
-    import matplotlib.colors
-    from matplotlib.collections import LineCollection
+def _make_axes(figure, data, grids):
+    """The axes with its artists; what its ticks, labels, limits and legend show comes after sharing."""
     from matplotlib.lines import Line2D
-    from matplotlib.patches import PathPatch, Polygon, Rectangle, Wedge
-    from matplotlib.path import Path
 
-    ax = figure.add_axes(data["position"], projection=data["projection"])
+    ax = artists.make_axes(figure, data, grids)
     if data["view"] is not None:
         ax.view_init(*data["view"])
     if data["z"] is not None:
@@ -299,57 +306,40 @@ def _rebuild_axes(figure, data):
     if callable(ax.set_frame_on):
         ax.set_frame_on(data["frame_on"])
     ax.set_facecolor(data["facecolor"])
-    ax.set_aspect(data["aspect"])
     ax.set_visible(data["visible"])
     ax.set_axis_on() if data["axison"] else ax.set_axis_off()
     for axis, visible in zip((ax.xaxis, ax.yaxis), data["axis_visible"], strict=True):
         axis.set_visible(visible)
     for name, spine in data["spines"].items():
         if name in ax.spines:
-            ax.spines[name].set(**spine)
+            ax.spines[name].set(**artists.only(spine, ("visible", "edgecolor", "linewidth")))
     _set_text(ax.title, data["title"])
-    ax.set_xscale(data["scales"][0])
-    ax.set_yscale(data["scales"][1])
+    artists.set_scale(ax, "x", data["scales"][0])
+    artists.set_scale(ax, "y", data["scales"][1])
+    if data["colorbar"] is not None:  # its artists are the colorbar's, drawn again when it is made
+        return ax
     for line in data["lines"]:
-        props = {name: line["props"][name] for name in LINE_PROPS if name in line["props"]}
+        kept = artists.only(line["props"], LINE_PROPS)
         if line["kind"] == "axline":
             made = ax.axline(line["xy1"], line["xy2"], slope=line["slope"])
-            made.set(**props)
+            made.set(**kept)
         else:
             xy = line["xy"]
-            ax.add_line(Line2D(xy[:, 0] if len(xy) else [], xy[:, 1] if len(xy) else [], **props))
+            ax.add_line(Line2D(xy[:, 0] if len(xy) else [], xy[:, 1] if len(xy) else [], **kept))
     for patch in data["patches"]:
-        props = patch["props"]
-        if patch["kind"] == "rectangle":
-            made = Rectangle(patch["xy"], patch["width"], patch["height"], **props)
-        elif patch["kind"] == "polygon":
-            made = Polygon(patch["vertices"], **props)
-        elif patch["kind"] == "wedge":
-            center, r, theta1, theta2, width = patch["wedge"]
-            made = Wedge(center, r, theta1, theta2, width=width, **props)
-        else:
-            made = PathPatch(Path(patch["vertices"]), **props)
-        ax.add_patch(made)
+        ax.add_patch(artists.make_patch(patch))
     for collection in data["collections"]:
-        if collection["kind"] == "lines":  # vlines, hlines, error bars...
-            made = ax.add_collection(LineCollection([vertices for vertices, _ in collection["paths"]]))
-        else:
-            made = ax.scatter([], [])
-            made.set_paths([Path(vertices, codes) for vertices, codes in collection["paths"]])
-        made.set_offsets(collection["offsets"])
-        if collection["cmap"] in matplotlib.colormaps:
-            made.set_cmap(collection["cmap"])
-        if collection["array"] is not None:
-            made.set_array(collection["array"].ravel())  # a mesh's 2D array: a scatter maps 1D
-            made.set_clim(*collection["clim"])
-        made.set(**collection["props"])
+        artists.add_collection(ax, collection)
     for image in data["images"]:
-        name = image["cmap"]
-        cmap = name if name in matplotlib.colormaps else None
-        made = ax.imshow(__import__("numpy").zeros(image["shape"][:2]), cmap=cmap)
-        made.set_visible(image["visible"])
+        artists.add_image(ax, image)
+    artists.add_containers(ax, data["containers"])
     for text in data["texts"]:
         _add_text(ax, text)
+    return ax
+
+
+def _finish_axes(ax, data):
+    ax.set_aspect(data["aspect"])  # after the images: `imshow` sets it
     for name, position in zip(("x", "y"), data["label_positions"], strict=True):
         axis = getattr(ax, f"{name}axis")
         axis._major_tick_kw, axis._minor_tick_kw = (dict(kw) for kw in data["tick_kw"][name])
@@ -363,7 +353,6 @@ def _rebuild_axes(figure, data):
     ax.set_ylim(data["ylim"])
     if data["legend"] is not None:
         _set_legend(ax, data["legend"])
-    return ax
 
 
 def rebuild(summary):
@@ -374,12 +363,21 @@ def rebuild(summary):
     if summary is None:
         return
     figure = plt.figure(figsize=summary["size"], dpi=summary["dpi"])
-    axes = [_rebuild_axes(figure, data) for data in summary["axes"]]
+    figure.subplots_adjust(**artists.only(summary["subplotpars"], artists.GRID_PARAMS))
+    grids = artists.make_grids(figure, summary["grids"])
+    axes = [_make_axes(figure, data, grids) for data in summary["axes"]]
+    artists.link_axes(figure, axes, summary["axes"])
+    for ax, data in zip(axes, summary["axes"], strict=True):
+        _finish_axes(ax, data)
     for name, text in summary["named_texts"].items():
         _set_text(getattr(figure, name)(text["text"]), text)
     for text in summary["texts"]:
         _add_text(figure, text)
     for legend in summary["legends"]:
         _set_legend(figure, legend)
+    if summary["layout"] is not None:
+        figure.set_layout_engine(
+            artists.pick(summary["layout"], ("tight", "constrained", "compressed"), "layout")
+        )
     if summary["current"] is not None:
         figure.sca(axes[summary["current"]])

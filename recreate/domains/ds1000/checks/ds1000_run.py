@@ -4,7 +4,8 @@ Reads `cases.pkl` (written by the checker: the code of each test case, the solut
 input namespace). Each case runs in a fresh namespace, as the problem's own test harness would run it,
 in the working folder `work/`. Writes `results.json` + `results.npz` (ds1000_data: no code on load):
 per case the value of `result` (or that there was none), the exception the code raised, and for plot
-problems a summary of the figure and the bytes of `output.png`. Nothing here decides a verdict.
+problems a summary of the figure (or why it could not be summarized) and the bytes of `output.png`.
+Nothing here decides a verdict.
 """
 
 import os
@@ -35,7 +36,10 @@ def run_case(code, namespace):
     if "result" in namespace:
         outcome["result"], outcome["has_result"] = namespace["result"], True
     if "matplotlib.pyplot" in sys.modules:
-        outcome["figure"] = ds1000_figure.summarize()
+        try:
+            outcome["figure"] = ds1000_figure.summarize()
+        except Exception as exc:  # a figure the summary cannot hold: the case fails, saying so
+            outcome["figure_error"] = f"{type(exc).__name__}: {exc}"[:500]
         sys.modules["matplotlib.pyplot"].close("all")
     image = Path("output.png")
     if image.is_file() and image.stat().st_size <= MAX_IMAGE_BYTES:
