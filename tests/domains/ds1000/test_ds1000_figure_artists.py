@@ -189,6 +189,8 @@ CASES = [
     (lambda: ax().get_xticklabels()[0].get_fontname(), lambda v: plt.xticks([1], ["a"], fontfamily=v),
      ["serif", "monospace"]),
 ]
+"""
+DIFFER_LOOP = """  # each case's values drawn, summarized, rebuilt: read back the same, apart
 for number, (read, draw, values) in enumerate(CASES):
     rebuilt = []
     for value in values:
@@ -201,6 +203,7 @@ for number, (read, draw, values) in enumerate(CASES):
     assert len({repr(r) for r in rebuilt}) == len(values), (number, rebuilt)
 print("differ ok")
 """
+DIFFER += DIFFER_LOOP
 
 HOSTILE = """
 def draw(_):
@@ -260,6 +263,8 @@ CASES = [
     (lambda s: s, "layout", evil),
     (lambda s: s["subplotpars"], "figure", evil),
 ]
+"""
+HOSTILE_LOOP = """  # each case: `base` with one value replaced must not rebuild, quickly
 for number, (where, key, value) in enumerate(CASES):
     summary = copy.deepcopy(base)
     where(summary)[key] = value
@@ -274,6 +279,7 @@ for number, (where, key, value) in enumerate(CASES):
 assert not os.path.exists("pwned")
 print("hostile ok")
 """
+HOSTILE += HOSTILE_LOOP
 
 
 @pytest.mark.parametrize("script", [ROUNDTRIP, DIFFER, HOSTILE], ids=["roundtrip", "differ", "hostile"])

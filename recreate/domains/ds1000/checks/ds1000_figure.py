@@ -15,22 +15,27 @@ What the summary keeps:
 - ticks, major and minor: locations, both rows of labels, tick marks on both sides, grid lines, and the
   axis' tick settings (`tick_params`, `tick_top()`, grid style...: new ticks follow them);
 - every text: content, font size, weight, family, style, variant, colour, alpha, alignments, rotation,
-  position, visibility (and an annotation's point, coordinates and arrow properties);
+  position, visibility (and an annotation's point, coordinates (a name, an (x, y) pair, an axes' or
+  figure's transform, an earlier artist) and arrow properties);
 - lines: data, style, draw style, marker, markevery, fill style, colours, width, alpha, z-order,
   clipping, label (`axline`s as such);
 - patches: vertices, colours, hatch, line width and style, fill, alpha, z-order, label (rectangles,
   polygons, a pie's wedges, arrows, circles, ellipses and arcs as such, with their geometry);
 - collections: paths, offsets, colours, sizes, line widths, hatch, alpha, colormap, colour array and
-  limits, z-order, clipping, label (line and polygon collections and meshes as such);
+  limits, z-order, clipping, label (line and polygon collections and meshes as such; contour sets with
+  their levels, paths, colours and `clabel` texts, and `pcolor`'s meshes, by class);
 - images: values (up to a bound), extent, colour limits, interpolation, origin, colormap, alpha;
+- colour normalisations (of images, collections, colorbars): class (`LogNorm`...) and settings;
+- tables: cells (text, size, colours, edges), location, box, automatic font size and column widths;
 - legends: texts, title, frame (and its colours), location and anchor box, columns, spacing
-  parameters, shadow, each handle's style.
-The less plain kinds are summarized and rebuilt by ds1000_figure_artists.
+  parameters, shadow, mode, alignment, marker side, rounded box, each handle's style.
+The less plain kinds are summarized and rebuilt by ds1000_figure_artists and ds1000_figure_extra.
 Every artist kept keeps its visibility. A check that reads anything else sees the default of a fresh
 figure.
 """
 
 import ds1000_figure_artists as artists
+import ds1000_figure_extra as extra
 from ds1000_figure_artists import COLLECTION_PROPS, PATCH_PROPS, props
 
 LINE_PROPS = (
@@ -63,7 +68,7 @@ MAX_COUNT = 1024  # of a legend's columns or points, of a text's font families: 
 def _text(text):
     data = {"text": text.get_text(), "position": tuple(float(v) for v in text.get_position())}
     if hasattr(text, "xy"):  # an annotation: the point it annotates
-        data["xy"], data["annotation"] = tuple(float(v) for v in text.xy), artists.annotation(text)
+        data["xy"], data["annotation"] = tuple(float(v) for v in text.xy), extra.annotation(text)
     return {**data, **props(text, TEXT_PROPS)}
 
 
@@ -120,6 +125,7 @@ def _legend(legend):
         "anchor": _anchor(legend),
         "ncols": legend._ncols,
         "params": {name: getattr(legend, name) for name in LEGEND_PARAMS},
+        "layout": extra.legend(legend),
     }
 
 
@@ -174,11 +180,12 @@ def _axes(ax):
         },
         "lines": [_line(line) for line in ax.lines],
         "patches": [artists.patch(p) for p in ax.patches],
-        "collections": [artists.collection(c) for c in ax.collections],
-        "images": [artists.image(im) for im in ax.images],
+        "collections": [extra.collection(c) for c in ax.collections],
+        "images": [extra.image(im) for im in ax.images],
         "containers": artists.containers(ax),
         "texts": [_text(t) for t in ax.texts],
         "legend": _legend(ax.get_legend()),
+        "extra": extra.axes(ax, _text),
     }
 
 
@@ -273,6 +280,7 @@ def _set_legend(owner, data):
         frameon=data["frame_on"],
         **anchor,
         **artists.only(data["params"], LEGEND_PARAMS),
+        **extra.legend_kwargs(data["layout"]),
     )
     legend.get_frame().set(**artists.only(data["frame"], FRAME_PROPS))
     for made, handle in zip(legend.legend_handles, data["handles"], strict=False):
@@ -286,7 +294,7 @@ def _set_legend(owner, data):
 
 def _add_text(owner, data):
     if "xy" in data and hasattr(owner, "annotate"):  # a figure has no `annotate`
-        kwargs = artists.annotate_kwargs(data["annotation"])
+        kwargs = extra.annotate_kwargs(owner, data["annotation"])
         made = owner.annotate(data["text"], data["xy"], xytext=data["position"], **kwargs)
     else:
         made = owner.text(*data["position"], data["text"])
@@ -329,9 +337,9 @@ def _make_axes(figure, data, grids):
     for patch in data["patches"]:
         ax.add_patch(artists.make_patch(patch))
     for collection in data["collections"]:
-        artists.add_collection(ax, collection)
+        extra.add_collection(ax, collection)
     for image in data["images"]:
-        artists.add_image(ax, image)
+        extra.add_image(ax, image)
     artists.add_containers(ax, data["containers"])
     for text in data["texts"]:
         _add_text(ax, text)
@@ -339,6 +347,7 @@ def _make_axes(figure, data, grids):
 
 
 def _finish_axes(ax, data):
+    extra.finish_axes(ax, data, _set_text)
     ax.set_aspect(data["aspect"])  # after the images: `imshow` sets it
     for name, position in zip(("x", "y"), data["label_positions"], strict=True):
         axis = getattr(ax, f"{name}axis")

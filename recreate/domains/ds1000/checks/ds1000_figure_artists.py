@@ -1,6 +1,7 @@
 """Runs INSIDE DS-1000 sandboxes: the parts of ds1000_figure's summary that take more than a list of
 properties (patches and collections by class, images, containers, scales, subplot grids, shared axes,
-colorbars, annotation arrows), each as data and back.
+colorbars, annotation arrows), each as data and back. Norms, contour sets, `pcolor` meshes, tables,
+legend layout and annotation coordinates other than names are ds1000_figure_extra's.
 
 Rebuilding reads a summary sent from a solution's sandbox: every kind, name and index in it is checked
 against what this module writes (an unknown one is a ValueError) and sizes are bounded, so a hostile
@@ -353,7 +354,8 @@ def link_axes(figure, axes, items):
 
 
 def annotation(text):
-    """How an annotation places its text and draws its arrow (coordinates named by string only)."""
+    """How an annotation places its text and draws its arrow (coordinates by name: ds1000_figure_extra
+    keeps the others)."""
     arrow = text.arrowprops
     if arrow is not None:
         arrow = {
