@@ -7,9 +7,9 @@ sizes, tick labels...). The solution's sandbox sends `summarize()` of its curren
 What the summary keeps:
 - the figure: size, dpi, subplot parameters, layout engine, suptitle / supxlabel / supylabel, other
   figure texts, figure legends, the axes in order (their subplot grids, shared x / y, colorbars);
-- per axes: label, position, subplot (grid, rows, columns), projection (a 3D one's view and z label
-  / limits), frame, face colour, aspect, margins, visibility (the axes, `axis("off")`, each axis),
-  spines (visibility, colour, width), title, axis labels and their positions (`set_label_position`),
+- per axes: label, position, subplot (grid, rows, columns), projection (a 3D one's view and z axis),
+  frame, face colour, aspect, margins, visibility (the axes, `axis("off")`, each axis), spines
+  (visibility, colour, width), title, axis labels and their positions (`set_label_position`),
   limits, scales (log / symlog settings too), texts and annotations, containers (bars, error bars,
   stems: which of its artists each holds);
 - ticks, major and minor: locations, both rows of labels, tick marks on both sides, grid lines, and the
@@ -29,11 +29,13 @@ What the summary keeps:
 - tables: cells (text, size, colours, edges), location, box, automatic font size and column widths;
 - legends: texts, title, frame (and its colours), location and anchor box, columns, spacing
   parameters, shadow, mode, alignment, marker side, rounded box, each handle's style.
-The less plain kinds are summarized and rebuilt by ds1000_figure_artists and ds1000_figure_extra.
+The less plain kinds are summarized and rebuilt by ds1000_figure_artists and ds1000_figure_extra; 3D
+axes and artists, quivers and the artists' order (`ax.get_children()`) by ds1000_figure_3d.
 Every artist kept keeps its visibility. A check that reads anything else sees the default of a fresh
 figure.
 """
 
+import ds1000_figure_3d as threed
 import ds1000_figure_artists as artists
 import ds1000_figure_extra as extra
 from ds1000_figure_artists import COLLECTION_PROPS, PATCH_PROPS, props
@@ -69,7 +71,7 @@ def _text(text):
     data = {"text": text.get_text(), "position": tuple(float(v) for v in text.get_position())}
     if hasattr(text, "xy"):  # an annotation: the point it annotates
         data["xy"], data["annotation"] = tuple(float(v) for v in text.xy), extra.annotation(text)
-    return {**data, **props(text, TEXT_PROPS)}
+    return {**data, **props(text, TEXT_PROPS), **threed.text(text)}
 
 
 def _axis(axis, which):
@@ -94,7 +96,7 @@ def _line(line):
         del kept["markevery"]
     if isinstance(line, AxLine):
         return {"kind": "axline", "xy1": line._xy1, "xy2": line._xy2, "slope": line._slope, "props": kept}
-    return {"kind": "line", "xy": line.get_xydata(), "props": kept}
+    return {"kind": "line", "xy": line.get_xydata(), "props": kept, **threed.line(line)}
 
 
 def _legend(legend):
@@ -146,8 +148,7 @@ def _axes(ax):
     return {
         "position": tuple(ax.get_position().bounds),
         "projection": ax.name,
-        "view": (ax.elev, ax.azim, ax.roll) if ax.name == "3d" else None,
-        "z": (_text(ax.zaxis.get_label()), tuple(ax.get_zlim())) if ax.name == "3d" else None,
+        "more": threed.axes(ax, _text, _axis),  # 3D view and z axis, quiver keys, the artists' order
         "frame_on": ax.get_frame_on() if callable(ax.get_frame_on) else True,  # None on a 3D axes
         "facecolor": ax.get_facecolor(),
         "aspect": ax.get_aspect(),
@@ -179,7 +180,7 @@ def _axes(ax):
             for which in ("major", "minor")
         },
         "lines": [_line(line) for line in ax.lines],
-        "patches": [artists.patch(p) for p in ax.patches],
+        "patches": [threed.patch(p) for p in ax.patches],
         "collections": [extra.collection(c) for c in ax.collections],
         "images": [extra.image(im) for im in ax.images],
         "containers": artists.containers(ax),
@@ -297,7 +298,7 @@ def _add_text(owner, data):
         kwargs = extra.annotate_kwargs(owner, data["annotation"])
         made = owner.annotate(data["text"], data["xy"], xytext=data["position"], **kwargs)
     else:
-        made = owner.text(*data["position"], data["text"])
+        made = threed.add_text(owner, data)
     _set_text(made, data)
 
 
@@ -306,11 +307,6 @@ def _make_axes(figure, data, grids):
     from matplotlib.lines import Line2D
 
     ax = artists.make_axes(figure, data, grids)
-    if data["view"] is not None:
-        ax.view_init(*data["view"])
-    if data["z"] is not None:
-        _set_text(ax.zaxis.get_label(), data["z"][0])
-        ax.set_zlim(data["z"][1])
     if callable(ax.set_frame_on):
         ax.set_frame_on(data["frame_on"])
     ax.set_facecolor(data["facecolor"])
@@ -333,9 +329,10 @@ def _make_axes(figure, data, grids):
             made.set(**kept)
         else:
             xy = line["xy"]
-            ax.add_line(Line2D(xy[:, 0] if len(xy) else [], xy[:, 1] if len(xy) else [], **kept))
+            made = ax.add_line(Line2D(xy[:, 0] if len(xy) else [], xy[:, 1] if len(xy) else [], **kept))
+            threed.set_line(made, line)
     for patch in data["patches"]:
-        ax.add_patch(artists.make_patch(patch))
+        ax.add_patch(threed.make_patch(patch))
     for collection in data["collections"]:
         extra.add_collection(ax, collection)
     for image in data["images"]:
@@ -362,6 +359,7 @@ def _finish_axes(ax, data):
     ax.set_ylim(data["ylim"])
     if data["legend"] is not None:
         _set_legend(ax, data["legend"])
+    threed.finish_axes(ax, data, _set_text, _set_ticks)
 
 
 def rebuild(summary):

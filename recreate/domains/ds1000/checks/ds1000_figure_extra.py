@@ -10,6 +10,7 @@ and index in it is checked against what this module writes (an unknown one is a 
 bounded, so a hostile summary is an error, never code run or a hang.
 """
 
+import ds1000_figure_3d as more
 import ds1000_figure_artists as artists
 from ds1000_figure_artists import COLLECTION_PROPS, in_range, only, pick, props
 
@@ -104,7 +105,7 @@ def collection(c):
         data |= {"cmap": c.cmap.name, "props": props(c, COLLECTION_PROPS)}
     else:
         data = artists.collection(c)
-    return {**data, "norm": norm(c.norm)}
+    return {**data, "norm": norm(c.norm), **more.collection(c)}  # a quiver's or a 3D one's own data
 
 
 def add_collection(ax, data):
@@ -125,9 +126,12 @@ def add_collection(ax, data):
             made.set_array(data["array"])
             made.set_clim(*data["clim"])
         made.set(**only(data["props"], COLLECTION_PROPS))
+    elif data["kind"] == "quiver":
+        more.add_quiver(ax, data)
     else:
         artists.add_collection(ax, data)
     ax.collections[-1].set_norm(make_norm(data["norm"]))
+    more.to_3d(ax.collections[-1], data)
 
 
 def _contour(cs):
