@@ -10,8 +10,10 @@ The child runs the problem's own `test_execution` twice, with `exec` replaced:
    ds1000_figure. Before a test case's own check, a result with no elements (a size-0 array, an empty
    list or frame...) where the expected answer has some fails: numpy's comparisons broadcast a size-0
    array against anything and a `zip` over it checks nothing; so does a masked array with elements
-   masked where the expected answer has none (numpy's testing asserts skip masked elements). The
-   verdict is written to `verdict.json` and only read by the host.
+   masked where the expected answer has none (numpy's testing asserts skip masked elements). A figure
+   past `check_figure_budget`'s bounds fails its case before it is rebuilt, and so does an output.png
+   of more than MAX_PIXELS pixels when the check opens it. The verdict is written to `verdict.json`
+   and only read by the host.
 """
 
 import contextlib
@@ -35,6 +37,41 @@ import ds1000_figure  # noqa: E402
 CONTEXT_FILE = "<ds1000 test context>"
 IDLE_POLL_S, BUSY_POLL_S = 0.05, 0.005
 KILL_AFTER_S = 10  # past a job's timeout, the server kills its whole process group
+
+
+MAX_TICKS = 1000  # per axis and kind (matplotlib's own Locator.MAXTICKS); each tick is a few artists
+MAX_ALL_TICKS = 8000  # in the figure
+MAX_NODES = 1_000_000  # lists, dicts and values in a summary
+MAX_CELLS = 12_000_000  # array elements in a summary (an image may hold 4M cells)
+MAX_CHARS = 2_000_000  # of text in a summary
+MAX_PIXELS = 1 << 25  # of the figure at its dpi (a check that draws it allocates them), of output.png
+
+
+def check_figure_budget(summary):
+    """ValueError for a figure summary (ds1000_figure) too large to rebuild and check in seconds; real
+    figures are far below these bounds. The solution controls the summary: it runs in its process."""
+    import numpy as np
+
+    nodes, cells, chars, ticks, stack = 0, 0, 0, [], [summary]
+    while stack:
+        value = stack.pop()
+        nodes += 1
+        if isinstance(value, dict):
+            if "locs" in value and "labels" in value:  # an axis' ticks
+                ticks.append(len(value["locs"]) if isinstance(value["locs"], (list, np.ndarray)) else 1 << 60)
+            stack.extend([*value, *value.values()])
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+        elif isinstance(value, np.ndarray):
+            cells += value.size
+        elif isinstance(value, str):
+            chars += len(value)
+    width, height = summary["size"]
+    pixels = float(width) * float(height) * float(summary["dpi"]) ** 2
+    if nodes > MAX_NODES or cells > MAX_CELLS or chars > MAX_CHARS or not 0 < pixels <= MAX_PIXELS:
+        raise ValueError(f"a figure too large to rebuild ({nodes} nodes, {cells} cells, {chars} chars)")
+    if max(ticks, default=0) > MAX_TICKS or sum(ticks) > MAX_ALL_TICKS:
+        raise ValueError(f"more ticks than a figure can show ({max(ticks)} on one axis, {sum(ticks)} in all)")
 
 
 class SolutionRaised(Exception):
@@ -174,6 +211,8 @@ def judge(namespace, solution, generated, outcomes):
 
     def served_exec(code, env):
         outcome = next(answers)
+        if outcome.get("figure") is not None:
+            check_figure_budget(outcome["figure"])
         ds1000_figure.rebuild(outcome.get("figure"))
         Path("output.png").unlink(missing_ok=True)
         if outcome.get("image"):
@@ -273,6 +312,10 @@ def main():
     for module in config["modules"]:
         with contextlib.suppress(Exception):  # a problem that needs it fails on its own, with the reason
             __import__(module)
+    with contextlib.suppress(ImportError):  # checks open the solution's output.png with Pillow, whose
+        from PIL import Image  # own bound (an error past ~179M pixels, ~700 MB decoded) is far too high
+
+        Image.MAX_IMAGE_PIXELS = MAX_PIXELS // 2  # Pillow refuses images of more than twice this
     Path("jobs").mkdir(exist_ok=True)
     Path("server.ready").write_text("ready")
     children = {}  # pid (and process group) -> when to kill the group

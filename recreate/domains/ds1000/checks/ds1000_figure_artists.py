@@ -36,7 +36,10 @@ COLORBAR = {"orientation": ("vertical", "horizontal"), "extend": ("neither", "bo
 
 
 def props(artist, names):
-    return {name: getattr(artist, f"get_{name}")() for name in names if hasattr(artist, f"get_{name}")}
+    kept = {name: getattr(artist, f"get_{name}")() for name in names if hasattr(artist, f"get_{name}")}
+    if type(kept.get("marker")).__name__ == "Path":  # `legend_elements()`, a star: as its vertices
+        kept["marker"] = kept["marker"].vertices  # (a Path is no data the codec sends)
+    return kept
 
 
 def only(values, names):
