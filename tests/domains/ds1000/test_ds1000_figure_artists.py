@@ -188,6 +188,8 @@ CASES = [
      [("serif", "italic"), ("monospace", "normal")]),
     (lambda: ax().get_xticklabels()[0].get_fontname(), lambda v: plt.xticks([1], ["a"], fontfamily=v),
      ["serif", "monospace"]),
+    (lambda: [t.get_text() for t in ax().get_legend().get_texts()],  # markers given as Paths
+     lambda v: plt.legend(*plt.scatter([1, 2], [1, 2], c=[0, v]).legend_elements()), [1, 2]),
 ]
 """
 DIFFER_LOOP = """  # each case's values drawn, summarized, rebuilt: read back the same, apart
