@@ -5,59 +5,50 @@ sizes, tick labels...). The solution's sandbox sends `summarize()` of its curren
 `rebuild()`s real matplotlib objects from that summary and runs the problem's own check on them.
 
 What the summary keeps:
-- the figure: size, dpi, subplot parameters, layout engine, suptitle / supxlabel / supylabel, other
-  figure texts, figure legends, the axes in order (their subplot grids, shared x / y, colorbars);
-- per axes: label, position, subplot (grid, rows, columns), projection (a 3D one's view and z axis),
-  frame, face colour, aspect, margins, visibility (the axes, `axis("off")`, each axis), spines
-  (visibility, colour, width), title, axis labels and their positions (`set_label_position`),
-  limits, scales (log / symlog settings too), texts and annotations, containers (bars, error bars,
-  stems: which of its artists each holds);
+- the figure: size, dpi, subplot parameters, layout engine, face / edge colour and frame, suptitle /
+  supxlabel / supylabel, other figure texts, figure legends, the axes in order (their subplot grids,
+  shared x / y, twins, colorbars);
+- per axes: label, position, subplot (grid, rows, columns), projection (a 3D one's view and z axis, a
+  polar one's theta offset and direction, radial label position, r origin), frame, face colour and
+  background patch, aspect and adjustable, margins, visibility (the axes, `axis("off")`, each axis),
+  spines (visibility, colour, width, position), titles (centre, left, right), axis labels and their
+  positions (`set_label_position`), limits, scales (log / symlog settings too), texts and annotations,
+  containers (bars, error bars, stems: which of its artists each holds);
 - ticks, major and minor: locations, both rows of labels, tick marks on both sides, grid lines, and the
   axis' tick settings (`tick_params`, `tick_top()`, grid style...: new ticks follow them);
 - every text: content, font size, weight, family, style, variant, colour, alpha, alignments, rotation,
-  position, visibility (and an annotation's point, coordinates (a name, an (x, y) pair, an axes' or
-  figure's transform, an earlier artist) and arrow properties);
+  position, visibility, box (`bbox=`) (and an annotation's point, coordinates (a name, an (x, y) pair,
+  an axes' or figure's transform, an earlier artist) and arrow properties);
 - lines: data, style, draw style, marker, markevery, fill style, colours, width, alpha, z-order,
   clipping, label (`axline`s as such);
 - patches: vertices, colours, hatch, line width and style, fill, alpha, z-order, label (rectangles,
-  polygons, a pie's wedges, arrows, circles, ellipses and arcs as such, with their geometry);
-- collections: paths, offsets, colours, sizes, line widths, hatch, alpha, colormap, colour array and
-  limits, z-order, clipping, label (line and polygon collections and meshes as such; contour sets with
-  their levels, paths, colours and `clabel` texts, and `pcolor`'s meshes, by class);
+  polygons (open or closed), a pie's wedges, arrows, circles, ellipses and arcs as such, with geometry);
+- collections: paths, offsets, colours, sizes, line widths and styles, hatch, alpha, colormap, colour
+  array and limits, z-order, clipping, label (line and polygon collections and meshes as such; contour
+  sets with their levels, paths, colours and `clabel` texts, and `pcolor`'s meshes, by class);
+- a line's, patch's or text's transform where it is the axes' or figure's (`transform=ax.transAxes`,
+  `axhline`'s...);
 - images: values (up to a bound), extent, colour limits, interpolation, origin, colormap, alpha;
 - colour normalisations (of images, collections, colorbars): class (`LogNorm`...) and settings;
 - tables: cells (text, size, colours, edges), location, box, automatic font size and column widths;
 - legends: texts, title, frame (and its colours), location and anchor box, columns, spacing
   parameters, shadow, mode, alignment, marker side, rounded box, each handle's style.
 The less plain kinds are summarized and rebuilt by ds1000_figure_artists and ds1000_figure_extra; 3D
-axes and artists, quivers and the artists' order (`ax.get_children()`) by ds1000_figure_3d.
+axes and artists, quivers and the artists' order (`ax.get_children()`) by ds1000_figure_3d; axes and
+figure settings, text boxes, collections' line styles and transforms by ds1000_figure_axes.
 Every artist kept keeps its visibility. A check that reads anything else sees the default of a fresh
 figure.
 """
 
 import ds1000_figure_3d as threed
 import ds1000_figure_artists as artists
+import ds1000_figure_axes as settings
 import ds1000_figure_extra as extra
 from ds1000_figure_artists import COLLECTION_PROPS, PATCH_PROPS, props
 
-LINE_PROPS = (
-    "linestyle",
-    "marker",
-    "color",
-    "markerfacecolor",
-    "markeredgecolor",
-    "markeredgewidth",
-    "markersize",
-    "linewidth",
-    "zorder",
-    "label",
-    "visible",
-    "alpha",
-    "drawstyle",
-    "markevery",
-    "fillstyle",
-    "clip_on",
-)
+LINE_PROPS = ("linestyle", "marker", "color", "markerfacecolor", "markeredgecolor", "markeredgewidth")
+LINE_PROPS += ("markersize", "linewidth", "zorder", "label", "visible", "alpha", "drawstyle", "markevery")
+LINE_PROPS += ("fillstyle", "clip_on")
 TEXT_PROPS = ("fontsize", "fontweight", "color", "alpha", "rotation", "horizontalalignment")
 TEXT_PROPS += ("verticalalignment", "visible", "fontfamily", "fontstyle", "fontvariant")
 LEGEND_PARAMS = ("numpoints", "scatterpoints", "markerscale", "borderpad", "labelspacing", "handlelength")
@@ -71,7 +62,7 @@ def _text(text):
     data = {"text": text.get_text(), "position": tuple(float(v) for v in text.get_position())}
     if hasattr(text, "xy"):  # an annotation: the point it annotates
         data["xy"], data["annotation"] = tuple(float(v) for v in text.xy), extra.annotation(text)
-    return {**data, **props(text, TEXT_PROPS), **threed.text(text)}
+    return {**data, **props(text, TEXT_PROPS), **threed.text(text), **settings.text(text)}
 
 
 def _axis(axis, which):
@@ -187,6 +178,7 @@ def _axes(ax):
         "texts": [_text(t) for t in ax.texts],
         "legend": _legend(ax.get_legend()),
         "extra": extra.axes(ax, _text),
+        "settings": settings.axes(ax, _text),
     }
 
 
@@ -214,6 +206,7 @@ def summarize():
         "layout": layout,
         "grids": [artists.grid(g) for g in grids],
         "axes": placed,
+        "settings": settings.figure(figure, axes),
         "current": current,
     }
 
@@ -224,6 +217,7 @@ def _set_text(target, data):
     target.set_text(data["text"])
     target.set_position(data["position"])
     target.set(**{name: data[name] for name in TEXT_PROPS if name in data})
+    settings.set_text(target, data)
 
 
 def _set_ticks(axis, which, data):
@@ -291,6 +285,7 @@ def _set_legend(owner, data):
         _set_text(target, text)
     _set_text(legend.get_title(), data["title"])
     legend.set_visible(data["visible"])
+    legend.set_ncols(data["ncols"])  # `ncol=2` with one entry: `legend()` makes it 1
 
 
 def _add_text(owner, data):
@@ -345,6 +340,7 @@ def _make_axes(figure, data, grids):
 
 def _finish_axes(ax, data):
     extra.finish_axes(ax, data, _set_text)
+    settings.finish_axes(ax, data, _set_text)
     ax.set_aspect(data["aspect"])  # after the images: `imshow` sets it
     for name, position in zip(("x", "y"), data["label_positions"], strict=True):
         axis = getattr(ax, f"{name}axis")
@@ -374,6 +370,7 @@ def rebuild(summary):
     grids = artists.make_grids(figure, summary["grids"])
     axes = [_make_axes(figure, data, grids) for data in summary["axes"]]
     artists.link_axes(figure, axes, summary["axes"])
+    settings.set_figure(figure, axes, summary["settings"])
     for ax, data in zip(axes, summary["axes"], strict=True):
         _finish_axes(ax, data)
     for name, text in summary["named_texts"].items():

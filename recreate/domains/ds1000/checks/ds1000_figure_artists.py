@@ -1,7 +1,8 @@
 """Runs INSIDE DS-1000 sandboxes: the parts of ds1000_figure's summary that take more than a list of
 properties (patches and collections by class, images, containers, scales, subplot grids, shared axes,
 colorbars, annotation arrows), each as data and back. Norms, contour sets, `pcolor` meshes, tables,
-legend layout and annotation coordinates other than names are ds1000_figure_extra's.
+legend layout and annotation coordinates other than names are ds1000_figure_extra's; axes and
+figure settings, text boxes, collections' line styles and transforms ds1000_figure_axes'.
 
 Rebuilding reads a summary sent from a solution's sandbox: every kind, name and index in it is checked
 against what this module writes (an unknown one is a ValueError) and sizes are bounded, so a hostile
@@ -77,7 +78,7 @@ def patch(p):
     path = p.get_path()
     data = {"kind": kind, "props": props(p, PATCH_PROPS)}
     if kind in ("polygon", "fancyarrow"):
-        data["vertices"] = p.get_xy()
+        data["vertices"], data["closed"] = p.get_xy(), p.get_closed()  # `hist(histtype="step")`: open
     else:  # in data coordinates
         data["vertices"], data["codes"] = p.get_patch_transform().transform(path.vertices), path.codes
     if kind == "rectangle":
@@ -102,7 +103,7 @@ def make_patch(data):
         xy, width, height, angle = data["box"]
         return patches.Rectangle(xy, width, height, angle=angle, **kw)
     if kind == "polygon":
-        return patches.Polygon(data["vertices"], **kw)
+        return patches.Polygon(data["vertices"], closed=bool(data["closed"]), **kw)
     if kind == "wedge":
         center, r, theta1, theta2, width = data["wedge"]
         return patches.Wedge(center, r, theta1, theta2, width=width, **kw)

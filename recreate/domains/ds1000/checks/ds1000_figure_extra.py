@@ -334,7 +334,7 @@ def legend_kwargs(data):
     return {name: pick(value, LEGEND_LAYOUT[name], name) for name, value in only(data, LEGEND_LAYOUT).items()}
 
 
-def _transforms(ax):
+def transforms(ax):
     named = (ax.transData, ax.transAxes, ax.get_xaxis_transform(), ax.get_yaxis_transform())
     return dict(zip(TRANSFORMS, (*named, ax.figure.transFigure), strict=True))
 
@@ -348,7 +348,7 @@ def _coords(value, text, pair=True):
     ax = text.axes
     if ax is None:
         return "data"
-    named = next((name for name, t in _transforms(ax).items() if value is t), None)
+    named = next((name for name, t in transforms(ax).items() if value is t), None)
     if named is not None:
         return {"transform": named}
     for name in REFERABLE:
@@ -367,7 +367,7 @@ def _coords_back(ax, value, pair=True):
     if pair and isinstance(value, tuple) and len(value) == 2:
         return tuple(_coords_back(ax, v, False) for v in value)
     if isinstance(value, dict) and list(value) == ["transform"]:
-        return _transforms(ax)[pick(value["transform"], TRANSFORMS, "transform")]
+        return transforms(ax)[pick(value["transform"], TRANSFORMS, "transform")]
     if isinstance(value, dict) and list(value) == ["artist"]:
         name, i = value["artist"]
         items = getattr(ax, pick(name, REFERABLE, "artist list"))
