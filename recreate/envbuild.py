@@ -155,15 +155,25 @@ def open_to_others(env: Path) -> None:
                 os.chmod(path, os.stat(path).st_mode | 0o444)
 
 
-def script_main(argv: list[str] | None, what: str, python_help: str, build: Callable[..., Path]) -> int:
-    """The command line of a builder run as a script: `[TARGET] [--python PATH]`; prints what
-    `build(target, python=..., echo=...)` returns on stdout, progress and a one-line error on stderr."""
+def _to_stderr(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def script_main(
+    argv: list[str] | None, what: str, python_help: str, build: Callable[..., Path], groups: str = ""
+) -> int:
+    """The command line of a builder run as a script: `[TARGET] [--python PATH]` (and `--with A,B` when
+    the build has optional `groups`, named in the help); prints what `build(target, python=..., echo=...)`
+    returns on stdout, progress and a one-line error on stderr."""
     parser = argparse.ArgumentParser(description=f"Build {what} (idempotent).")
     parser.add_argument("target", nargs="?", help="where to build it (default: under <RECREATE_HOME>/envs)")
     parser.add_argument("--python", help=python_help)
+    if groups:
+        parser.add_argument("--with", dest="groups", default="", help=f"optional, comma-separated: {groups}")
     args = parser.parse_args(argv)
+    options = {"extras": [x.strip() for x in args.groups.split(",") if x.strip()]} if groups else {}
     try:
-        built = build(args.target, python=args.python, echo=lambda text: print(text, file=sys.stderr))
+        built = build(args.target, python=args.python, echo=_to_stderr, **options)
     except EnvBuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

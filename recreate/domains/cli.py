@@ -134,10 +134,15 @@ def setup_command(
     path: Path | None = typer.Option(None, "--path", help="where (default: <RECREATE_HOME>/envs/ds1000)"),
     python: str | None = typer.Option(None, "--python", help="a Python 3.11 to base it on"),
     data: Path | None = typer.Option(None, "--data", help="repo: the instances whose environments to build"),
+    groups: str = typer.Option(
+        "", "--with", help="ds1000: optional library groups to add, comma-separated: pytorch, tensorflow, all"
+    ),
     home: Path | None = home_option(),
 ) -> None:
     """Build a domain's evaluation environment (idempotent): ds1000's, or a venv per repo requirement set."""
     domain_class(domain)
+    if groups and domain != "ds1000":
+        raise typer.BadParameter("only ds1000's environment has optional library groups", param_hint="--with")
     if domain == "repo":
         from recreate.domains.repo.cli import setup_repo
 
@@ -145,7 +150,7 @@ def setup_command(
     elif domain == "ds1000":
         from recreate.domains.ds1000.cli import setup_ds1000
 
-        setup_ds1000(path, python, console)
+        setup_ds1000(path, python, groups, console)
     else:
         echo(f"domain {domain!r} needs no environment setup")
 

@@ -12,6 +12,7 @@ import re
 import textwrap
 import threading
 import zlib
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,7 +27,15 @@ from recreate.domains.common import (
     unreadable_hint,
     zero,
 )
-from recreate.domains.ds1000.env import MPL_CACHE, default_env_path, env_python, is_ready
+from recreate.domains.ds1000.env import (
+    MPL_CACHE,
+    default_env_path,
+    env_python,
+    installed_extras,
+    is_ready,
+    missing_modules,
+    setup_hint,
+)
 from recreate.domains.ds1000.judge import CheckerServer, imported_modules
 from recreate.domains.splits import SplitPlan
 from recreate.sandbox.base import Result, Sandbox, SandboxSpec
@@ -35,6 +44,9 @@ from recreate.sandbox.shell import DEFAULT_PATH
 REQUIRED_FIELDS = ("prompt", "reference_code", "metadata", "code_context")
 WORKDIR = "/workspace"
 SOLUTION_MAX_FILE_MB = 64  # also the most a solution's results may weigh
+GROUPS = {"pytorch": ("PyTorch", "torch 2.13"), "tensorflow": ("TensorFlow", "tensorflow 2.16")}  # env.EXTRAS
+# the checker's stages before the solution's results are read: a failure there is never the solution's
+SETUP_STAGES = ("loading the test context", "generating the test cases")
 CHECKER_CPU_SECONDS = 10**7  # the checker server lives as long as the domain; each job has its own alarm
 _THREADS = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 _FENCE = re.compile(r"```[a-zA-Z0-9_+-]*\n(.*?)```", re.DOTALL)
@@ -122,23 +134,44 @@ class DS1000Domain(TaskFileDomain):
         self._contexts: dict[str, str] = {}  # hidden test code, kept out of Task so no agent sees it
         self._checkers: dict[int, CheckerServer] = {}
         self._checkers_lock = threading.Lock()
+        self._missing: set[str] | None = None  # modules the tests import and the environment lacks
         plan = SplitPlan(seed=seed, train=train, val=val)
         super().__init__(data, lambda path: _load_file(path, self._contexts), plan)
 
     def environment_problem(self) -> str | None:
-        """What the preflight refuses a run for: the pinned environment is not built."""
-        if self.env is not None and not is_ready(self.env):
+        """What the preflight refuses a run for: the pinned environment is not built, or lacks a library
+        some task's test imports (PyTorch, TensorFlow: optional groups of the environment)."""
+        return self._environment_problem(self._contexts)
+
+    def _environment_problem(self, task_ids: Iterable[str]) -> str | None:
+        if self.env is None:
+            return None
+        if not is_ready(self.env):
             return (
                 f"the DS-1000 environment is missing at {self.env}; build it with "
                 "`recreate domain setup ds1000` (or scripts/ds1000_env.sh), or pass env=PATH"
             )
-        return None
+        with self._checkers_lock:
+            if self._missing is None:  # probed once: the environment does not change under a run
+                self._missing = set(missing_modules(self.env, imported_modules(self._contexts.values())))
+        needs = {
+            task_id: modules
+            for task_id in sorted(task_ids)
+            if (modules := self._missing & top_level_modules(self._contexts.get(task_id, "")))
+        }
+        if not needs:
+            return None
+        modules = sorted(set().union(*needs.values()))
+        return (
+            f"{len(needs)} task(s) (e.g. {next(iter(needs))}) import {', '.join(modules)}, which the "
+            f"DS-1000 environment at {self.env} lacks; {setup_hint(self.env, modules)}"
+        )
 
     def evaluate(self, task: Task, submission: str | None, sandbox: Sandbox) -> Evaluation:
         problem = submission_problem(task, submission)
         if problem:
             return problem
-        missing = self.environment_problem()
+        missing = self._environment_problem([task.id])
         if missing:
             return zero(missing)
         code_context = self._contexts.get(task.id)
@@ -164,6 +197,9 @@ class DS1000Domain(TaskFileDomain):
             return zero(judged.error, **details)
         if judged.verdict is None:
             return zero(_no_verdict_reason(judged.solution_run, self.timeout), **details)
+        if judged.verdict.get("stage") in SETUP_STAGES:  # no solution involved: the test's own failure
+            reason = _failure_feedback(judged.verdict)
+            return zero(f"the task's test fails before any solution is judged: {reason}", **details)
         details |= {k: v for k, v in judged.verdict.items() if k != "passed"}
         if judged.verdict.get("passed") is True:
             return Evaluation(score=1.0, passed=True, feedback="all test cases passed", details=details)
@@ -232,9 +268,13 @@ class DS1000Domain(TaskFileDomain):
         return ["    pass", empty] if body else [empty]
 
     def describe(self) -> str:
+        groups = [GROUPS[name] for name in (installed_extras(self.env) if self.env is not None else [])]
+        names = ["NumPy", "Pandas", "SciPy", "scikit-learn", "Matplotlib", *(name for name, _ in groups)]
+        libraries = ", ".join(names[:-1]) + " and " + names[-1]
+        pins = ", ".join(["numpy 1.26, pandas 1.5.3, scipy 1.12, scikit-learn 1.4, matplotlib 3.8"])
+        pins = ", ".join([pins, *(pin for _, pin in groups)])
         return (
-            "DS-1000: data-science coding problems for NumPy, Pandas, SciPy, scikit-learn and Matplotlib "
-            "(pinned: numpy 1.26, pandas 1.5.3, scipy 1.12, scikit-learn 1.4, matplotlib 3.8). Each task "
+            f"DS-1000: data-science coding problems for {libraries} (pinned: {pins}). Each task "
             "shows setup code that ends where the solution goes; the solution must usually assign the "
             "answer to the variable named in the prompt (e.g. `result = ...`), or is the body of the "
             "function `f` the prompt opens (then it must `return` the result; unindented bodies are "
@@ -245,6 +285,10 @@ class DS1000Domain(TaskFileDomain):
             "code's tokens). Feedback names the failing check, the exception, and for the first test "
             "case the expected and the produced result."
         )
+
+
+def top_level_modules(code_context: str) -> set[str]:
+    return {name.split(".")[0] for name in imported_modules([code_context])}
 
 
 def _no_verdict_reason(run: Result | None, timeout: float) -> str:

@@ -10,11 +10,12 @@ PIP_NO_INDEX / PIP_FIND_LINKS (a wheelhouse) and its cache.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 if __package__:
@@ -34,6 +35,14 @@ REQUIREMENTS = (
     "xgboost==2.0.3",
     "PyYAML==6.0.2",
 )
+# optional library groups (DS-1000's Pytorch and Tensorflow problems): `recreate domain setup ds1000 --with`.
+# On PyPI, Linux torch wheels bring CUDA libraries (GBs); a CPU-only wheel in pip's find-links is taken first.
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "pytorch": ("torch==2.13.0",),
+    "tensorflow": ("tensorflow-cpu==2.16.1", "keras==3.15.1"),
+}
+LIBRARY_EXTRAS = {"Pytorch": "pytorch", "Tensorflow": "tensorflow"}  # a task's metadata["library"]
+MODULE_EXTRAS = {"torch": "pytorch", "tensorflow": "tensorflow", "keras": "tensorflow"}
 PYTHON_VERSION = (3, 11)  # pandas 1.5.3 has no wheels for newer Pythons
 STAMP = ".recreate-ds1000-ready"
 MPL_CACHE = "mpl-cache"  # matplotlib font cache built once, copied into each sandbox HOME
@@ -49,10 +58,60 @@ def default_env_path(home: str | Path | None = None) -> Path:
     return envbuild.envs_root(home, "RECREATE_DS1000_ENV") / "ds1000"
 
 
-def is_ready(env: Path) -> bool:
-    """Built with today's pins (the stamp's first line is the Python it was based on)."""
+def requirements(extras: Iterable[str] = ()) -> list[str]:
+    """The pins of the base set and of `extras` (names of EXTRAS), in a fixed order."""
+    unknown = sorted(set(extras) - set(EXTRAS))
+    if unknown:
+        raise EnvBuildError(f"unknown DS-1000 library group {unknown[0]!r}; known: {', '.join(EXTRAS)}")
+    return [*REQUIREMENTS, *(pin for name in EXTRAS if name in extras for pin in EXTRAS[name])]
+
+
+def installed_extras(env: Path) -> list[str]:
+    """The library groups `env` was built with (none when it is not built with today's pins)."""
+    return _built_with(env) or []
+
+
+def is_ready(env: Path, extras: Iterable[str] = ()) -> bool:
+    """Built with today's pins and at least the library groups `extras`."""
+    built = _built_with(env)
+    return built is not None and set(extras) <= set(built)
+
+
+def _built_with(env: Path) -> list[str] | None:
+    """The groups of a build with today's pins (the stamp's first line is the Python it was based on,
+    then one pin per line); None when `env` is not such a build."""
     text = envbuild.stamp_text(env, STAMP)
-    return text is not None and text.splitlines()[1:] == list(REQUIREMENTS)
+    pins = text.splitlines()[1:] if text is not None else None
+    return next((names for names in _subsets(EXTRAS) if pins == requirements(names)), None)
+
+
+def _subsets(names: Iterable[str]) -> list[list[str]]:
+    subsets: list[list[str]] = [[]]
+    for name in names:
+        subsets += [[*subset, name] for subset in subsets]
+    return subsets
+
+
+def missing_modules(env: Path, modules: Iterable[str]) -> list[str]:
+    """The top-level modules of `modules` that `env`'s Python cannot find (found, not imported)."""
+    names = sorted({name.split(".")[0] for name in modules})
+    script = "import importlib.util as u, json, sys\n"
+    script += "print(json.dumps([m for m in sys.argv[1:] if not u.find_spec(m)]))"
+    probe = subprocess.run(
+        [str(env_python(env)), "-I", "-c", script, *names], capture_output=True, text=True, timeout=120
+    )
+    if probe.returncode != 0:
+        raise EnvBuildError(f"the DS-1000 environment's Python at {env} does not run: {probe.stderr[-300:]}")
+    return json.loads(probe.stdout)
+
+
+def setup_hint(env: Path, modules: Iterable[str]) -> str:
+    """How to get `modules` into the environment: the setup command with their library groups, or to
+    leave their tasks out when no group provides them."""
+    groups = sorted({MODULE_EXTRAS[m] for m in modules if m in MODULE_EXTRAS})
+    if groups and all(m in MODULE_EXTRAS for m in modules):
+        return f"add them with `recreate domain setup ds1000 --with {','.join(groups)} --path {env}`"
+    return "no library group of the pinned environment provides them: leave those tasks out of the data"
 
 
 def find_python() -> str:
@@ -78,26 +137,33 @@ def find_python() -> str:
 
 
 def ensure_env(
-    env: str | Path | None = None, python: str | None = None, echo: Callable[[str], None] = print
+    env: str | Path | None = None,
+    python: str | None = None,
+    echo: Callable[[str], None] = print,
+    extras: Iterable[str] = (),
 ) -> Path:
-    """Build the pinned venv at `env` unless it is already there. Safe to call from parallel processes."""
+    """Build the pinned venv at `env` unless it is already there with the library groups `extras`; a
+    build keeps the groups the env had. Safe to call from parallel processes."""
     env = Path(env).expanduser().absolute() if env else default_env_path()
-    if is_ready(env):
+    wanted = sorted(set(extras) | set(installed_extras(env)))
+    pins = requirements(wanted)
+    if is_ready(env, wanted):
         return env
     base = python or find_python()
+    groups = f" with {', '.join(wanted)}" if wanted else ""
     return envbuild.build_once(
         env,
-        ready=is_ready,
+        ready=lambda path: is_ready(path, wanted),
         python=base,
-        steps=_install,
-        stamp=(STAMP, "\n".join((base, *REQUIREMENTS)) + "\n"),
-        announce=f"building the DS-1000 environment in {env}, about 1 min online",
+        steps=lambda path, log: _install(path, log, pins),
+        stamp=(STAMP, "\n".join((base, *pins)) + "\n"),
+        announce=f"building the DS-1000 environment{groups} in {env}, about {1 + len(wanted)} min online",
         echo=echo,
     )
 
 
-def _install(env: Path, log: Path) -> None:
-    envbuild.run_step([*envbuild.pip(env), "install", *REQUIREMENTS], log, "installing the pinned libraries")
+def _install(env: Path, log: Path, pins: list[str]) -> None:
+    envbuild.run_step([*envbuild.pip(env), "install", *pins], log, "installing the pinned libraries")
     cache = env / MPL_CACHE
     cache.mkdir(exist_ok=True)
     script = "import matplotlib; matplotlib.use('Agg'); import matplotlib.font_manager"
@@ -113,7 +179,8 @@ def _install(env: Path, log: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     python_help = "a Python 3.11 interpreter to base it on"
-    return envbuild.script_main(argv, "the pinned DS-1000 evaluation venv", python_help, ensure_env)
+    what, groups = "the pinned DS-1000 evaluation venv", ", ".join(EXTRAS)
+    return envbuild.script_main(argv, what, python_help, ensure_env, groups=groups)
 
 
 if __name__ == "__main__":

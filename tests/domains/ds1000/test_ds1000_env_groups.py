@@ -1,0 +1,175 @@
+"""The DS-1000 environment's optional library groups (PyTorch, TensorFlow), and tests the environment
+cannot run: a task whose test imports a library the environment lacks, or whose test fails before any
+solution is judged, is the evaluation's failure (named, with the fix), never a zero for the solution."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from recreate.domains import get_domain
+from recreate.domains.ds1000.env import (
+    EXTRAS,
+    REQUIREMENTS,
+    STAMP,
+    EnvBuildError,
+    ensure_env,
+    installed_extras,
+    is_ready,
+    missing_modules,
+    requirements,
+    setup_hint,
+)
+from recreate.evaluation.preflight import PreflightError, preflight
+from recreate.evaluation.rollout import ERROR_KEY, REASON_KEY, Rollouts
+
+REPO = Path(__file__).resolve().parents[3]
+
+CONTEXT = '''
+import numpy as np
+{imports}
+
+def generate_test_case(test_case_id):
+    a = np.arange(4) * test_case_id
+    {generate}
+    return a, a * 2
+
+def exec_test(result, ans):
+    np.testing.assert_array_equal(result, ans)
+    return 1
+
+exec_context = r"""
+import numpy as np
+a = test_input
+[insert]
+"""
+
+def test_execution(solution: str):
+    code = exec_context.replace("[insert]", solution)
+    for i in range(2):
+        test_input, expected_result = generate_test_case(i + 1)
+        test_env = {{"test_input": test_input}}
+        exec(code, test_env)
+        assert exec_test(test_env["result"], expected_result)
+'''
+
+
+def fake_env(folder: Path, pins: list[str]) -> Path:
+    """A folder that reads as a venv built with `pins` (the stamp and an interpreter's path)."""
+    (folder / "bin").mkdir(parents=True)
+    (folder / "bin" / "python").write_text("")
+    (folder / STAMP).write_text("\n".join(["/usr/bin/python3.11", *pins]) + "\n")
+    return folder
+
+
+def problem(problem_id: int, *, imports: str = "", generate: str = "pass") -> dict:
+    return {
+        "prompt": "double the array",
+        "reference_code": "result = a * 2",
+        "metadata": {"problem_id": problem_id, "library": "Numpy", "perturbation_origin_id": problem_id},
+        "code_context": CONTEXT.format(imports=imports, generate=generate),
+    }
+
+
+def test_a_build_reads_as_ready_for_the_groups_it_was_built_with_only(tmp_path):
+    both = fake_env(tmp_path / "both", requirements(["pytorch", "tensorflow"]))
+    assert is_ready(both) and is_ready(both, ["pytorch"]) and is_ready(both, EXTRAS)
+    assert installed_extras(both) == ["pytorch", "tensorflow"]
+    base = fake_env(tmp_path / "base", list(REQUIREMENTS))
+    assert is_ready(base) and not is_ready(base, ["tensorflow"]) and installed_extras(base) == []
+    stale = fake_env(tmp_path / "stale", [*REQUIREMENTS, "torch==1.0"])  # a pin of another day: rebuilt
+    assert not is_ready(stale) and installed_extras(stale) == []
+    with pytest.raises(EnvBuildError, match="unknown DS-1000 library group 'torch'; known: pytorch"):
+        requirements(["torch"])
+
+
+def test_asking_for_groups_an_env_has_builds_nothing(ds1000_env):
+    stamp = (ds1000_env / STAMP).stat().st_mtime_ns
+    assert ensure_env(ds1000_env, extras=["tensorflow"]) == ds1000_env
+    assert (ds1000_env / STAMP).stat().st_mtime_ns == stamp
+
+
+def test_a_group_that_does_not_exist_is_refused_in_one_line(tmp_path):
+    def stderr_of(*args: str) -> str:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=120, cwd=REPO)
+        assert done.returncode in (1, 2) and "Traceback" not in done.stderr
+        return done.stderr.strip()
+
+    recreate = (sys.executable, "-m", "recreate", "domain", "setup")
+    assert stderr_of(*recreate, "ds1000", "--with", "torch", "--path", str(tmp_path / "e")) == (
+        "error: Invalid value for --with: unknown library group 'torch'; known: pytorch, tensorflow, all"
+    )
+    assert stderr_of(*recreate, "repo", "--with", "pytorch") == (
+        "error: Invalid value for --with: only ds1000's environment has optional library groups"
+    )
+    assert stderr_of(str(REPO / "scripts" / "ds1000_env.sh"), str(tmp_path / "e"), "--with", "nope") == (
+        "error: unknown DS-1000 library group 'nope'; known: pytorch, tensorflow"
+    )
+    assert not (tmp_path / "e").exists()
+
+
+def test_the_hint_names_the_groups_that_provide_the_missing_modules(tmp_path):
+    env = tmp_path / "env"
+    assert f"`recreate domain setup ds1000 --with pytorch --path {env}`" in setup_hint(env, ["torch"])
+    assert "--with pytorch,tensorflow " in setup_hint(env, ["tensorflow", "torch"])
+    assert "leave those tasks out" in setup_hint(env, ["torch", "gensim"])
+
+
+def test_the_probe_names_the_top_level_modules_the_env_lacks(ds1000_env):
+    asked = ["torch.nn.functional", "tensorflow", "numpy", "no_such_library_9f2.sub", "keras"]
+    assert missing_modules(ds1000_env, asked) == ["no_such_library_9f2"]
+
+
+@pytest.fixture(scope="module")
+def lacking(ds1000_env, tmp_path_factory):
+    """Two tasks: one importing a library the environment lacks, one whose test generation fails."""
+    path = tmp_path_factory.mktemp("lacking") / "tasks.jsonl"
+    rows = [
+        problem(1),
+        problem(2, imports="import no_such_library_9f2"),
+        problem(3, generate="raise ValueError('this test cannot make its cases')"),
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    domain = get_domain("ds1000", data=path, env=ds1000_env, timeout=60)
+    yield domain
+    domain.close()
+
+
+def _task(domain, problem_id):
+    return next(t for t in domain.tasks() if t.id == f"ds1000-{problem_id}")
+
+
+@pytest.mark.bwrap
+def test_a_task_needing_a_library_the_env_lacks_is_refused_before_the_run(lacking, bwrap, tmp_path):
+    why = lacking.environment_problem()
+    assert why.startswith(
+        "1 task(s) (e.g. ds1000-2) import no_such_library_9f2, which the DS-1000 environment"
+    )
+    assert "leave those tasks out" in why
+    with pytest.raises(PreflightError, match="domain ds1000: 1 task"):
+        preflight(bwrap, lacking, tmp_path)
+    verdict = lacking.evaluate(_task(lacking, 2), "result = a * 2", bwrap)
+    assert verdict.score == 0.0 and "no_such_library_9f2" in verdict.details["error"]
+    fine = _task(lacking, 1)  # the other tasks are judged as ever
+    assert lacking.evaluate(fine, fine.reference, bwrap).passed
+
+
+@pytest.mark.bwrap
+def test_a_test_that_fails_before_judging_is_the_evaluations_error_not_a_zero(lacking, bwrap, openai_server):
+    from recreate.testing import tool_call
+    from tests.evaluation.conftest import MINIMAL
+
+    task = _task(lacking, 3)
+    verdict = lacking.evaluate(task, task.reference, bwrap)
+    assert verdict.score == 0.0 and "fails before any solution is judged" in verdict.details["error"]
+    assert "generating the test cases: ValueError: this test cannot make its cases" in verdict.feedback
+    openai_server.enqueue(tool_call("submit", {"answer": "result = a * 2"}))
+    traj = Rollouts(MINIMAL, lacking, model=f"scripted@{openai_server.url}", sandbox=bwrap, cache=False).run(
+        task, seed=0
+    )
+    assert traj.evaluation is None and traj.metadata[ERROR_KEY] == "evaluator"  # not scored, run again
+    assert "fails before any solution is judged" in traj.metadata[REASON_KEY]
