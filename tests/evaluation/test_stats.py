@@ -41,6 +41,21 @@ def test_ties_no_longer_pass_unless_the_candidate_is_smaller():
     assert smaller.accepted and "smaller" in smaller.reason
 
 
+def test_a_tie_of_wins_and_losses_goes_to_the_smaller_scaffold_and_nothing_below_a_tie_does():
+    """The stated compression rule alone: a mean improvement of exactly 0 (here 2 tasks better, 2 worse)
+    keeps the parent unless the candidate is smaller; a smaller candidate that is worse on average by one
+    task in ten is rejected, whatever its size."""
+    parent = {t: float(t in "abcd") for t in "abcdefghij"}
+    mixed = parent | {"a": 0.0, "b": 0.0, "e": 1.0, "f": 1.0}
+    tie = paired_gate(parent, mixed, parent_size=100, candidate_size=99, min_improvement=0.0)
+    assert tie.accepted and (tie.wins, tie.losses, tie.improvement) == (2, 2, 0.0)
+    assert tie.reason.endswith("a tie, and the candidate is the smaller scaffold")
+    same_size = paired_gate(parent, mixed, parent_size=100, candidate_size=100)
+    assert not same_size.accepted and same_size.reason.endswith("a tie, and the parent is not larger")
+    worse = paired_gate(parent, mixed | {"g": 0.0, "e": 0.0}, parent_size=100, candidate_size=10)
+    assert worse.improvement == -0.1 and not worse.accepted
+
+
 def test_min_improvement_and_pairing():
     parent = {t: 0.0 for t in "abcdefgh"}
     half = {t: (1.0 if t in "abcd" else 0.5) for t in "abcdefgh"}  # +0.75 on average, at least +0.5
