@@ -119,6 +119,8 @@ def size_of(value):
     """How many elements a value holds (1 for a number), or None where that is no question to ask."""
     try:
         shape = getattr(value, "shape", None)
+        if type(shape).__name__ == "TensorShape":  # tensorflow's: a tuple once every size is known
+            shape = tuple(shape.as_list()) if shape.rank is not None else None
         if isinstance(shape, tuple) and all(isinstance(n, int) for n in shape):
             return math.prod(shape)
         if isinstance(value, Sized):

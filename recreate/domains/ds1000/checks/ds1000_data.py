@@ -5,11 +5,12 @@ What a solution produced crosses from the sandbox it ran in to the checker as a 
 tuples stay tuples, floats stay exact (repr) and NumPy/pandas/SciPy values come back with their dtypes,
 index and structure; nothing in it names a class to import or a function to call. A value of another
 kind is sent as a placeholder that equals nothing, so a check on it fails instead of trusting it.
-A named tuple (SciPy's results too) goes as a "record" of names, items and extra fields (SciPy's `df`...)
-and comes back as a namedtuple type made for it (plain names only), extras as attributes, equal to a tuple.
+A named tuple (SciPy's results too) or a struct sequence (torch.return_types) goes as a "record" of names,
+items and extra fields (SciPy's `df`...) and comes back as a namedtuple type made for it (plain names
+only), extras as attributes, equal to a tuple.
 IntEnum/IntFlag members go as ints and dict views (keys(), values(), items()) as lists; `range`,
 `Fraction`, `Decimal` and SciPy sparse arrays (as against matrices) keep their type.
-The pandas kinds are in ds1000_pandas.
+The pandas kinds are in ds1000_pandas, the torch and tensorflow ones in ds1000_tensors.
 """
 
 import base64
@@ -23,6 +24,7 @@ import json
 import keyword
 
 from ds1000_pandas import PandasDecoding, PandasEncoding, is_pandas
+from ds1000_tensors import TensorDecoding, TensorEncoding
 
 MAX_DEPTH = 64
 MAX_FIELDS = 256  # of a record, extra fields included
@@ -34,6 +36,8 @@ KINDS = frozenset(
     + ("time", "timedelta", "unsupported", "ndarray", "objarray", "npscalar", "sparse", "DataFrame", "Series")
     + ("MultiIndex", "RangeIndex", "Index", "NaT", "NA", "Timestamp", "Timedelta", "Period", "Interval")
     + ("masked", "matrix", "ExtensionArray", "record", "range", "Fraction", "Decimal")
+    + ("torch_tensor", "torch_size", "torch_dtype", "tf_tensor", "tf_ragged", "tf_sparse", "tf_dtype")
+    + ("tf_shape",)
 )
 
 
@@ -56,7 +60,7 @@ class Unsupported:
         return f"<{self.type_name} that cannot be sent as data: {self.text}>"
 
 
-class Encoder(PandasEncoding):
+class Encoder(PandasEncoding, TensorEncoding):
     def __init__(self):
         self.arrays = {}
 
@@ -102,6 +106,9 @@ class Encoder(PandasEncoding):
             if isinstance(value, getattr(scipy.sparse, "sparray", ())):
                 node["array"] = True
             return node
+        tensor = self._tensor(value, down)  # before the containers: a torch.Size is a tuple
+        if tensor is not None:
+            return tensor
         if isinstance(value, tuple) and type(value) is not tuple and _record_names(value):
             fields, extra = _record_names(value)
             name = type(value).__name__.lstrip("_")
@@ -163,6 +170,8 @@ def _record_names(value):
     """([field], [extra field]) of a named tuple the decoder takes; None for others (they go as tuples):
     a renamed field (`_1`, as `itertuples()` names a column that is no identifier) goes as a tuple."""
     fields, extra = getattr(type(value), "_fields", None), getattr(type(value), "_extra_fields", ())
+    if fields is None and isinstance(getattr(type(value), "n_sequence_fields", None), int):
+        fields = getattr(type(value), "__match_args__", None)  # a struct sequence (torch.return_types)
     if not isinstance(fields, tuple) or not isinstance(extra, tuple) or len(fields) != len(value):
         return None
     names = fields + extra
@@ -205,7 +214,7 @@ def loads(text, npz):
         raise DecodeError(f"{type(exc).__name__}: {exc}") from exc
 
 
-class Decoder(PandasDecoding):
+class Decoder(PandasDecoding, TensorDecoding):
     def __init__(self, arrays):
         self.arrays = arrays
         self.records = {}  # (name, fields, extra fields) -> the type made for them

@@ -1,0 +1,505 @@
+"""The torch and tensorflow kinds of the DS-1000 result codec (checks/ds1000_tensors.py) in the DS-1000
+environment: tensors come back with their dtypes, shapes and flags, data that is not what the codec writes
+fails to load, and a value of another library imports neither torch nor tensorflow. Then DS-1000-style
+Pytorch and Tensorflow problems through the real checker."""
+
+import json
+import subprocess
+import textwrap
+
+import pytest
+
+from recreate.domains import get_domain
+from recreate.domains.ds1000.env import env_python
+from recreate.domains.ds1000.judge import CHECKS_DIR
+
+TORCH_ROUNDTRIP = """
+import numpy as np, torch
+from ds1000_data import dumps, loads
+
+def back(value):
+    return loads(*dumps(value))
+
+names = ["bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64", "float16"]
+names += ["bfloat16", "float32", "float64", "complex64", "complex128"]
+for name in names:
+    dtype = getattr(torch, name)
+    for value in (torch.arange(6).reshape(2, 3) % 3, torch.tensor(5), torch.zeros(0, 4)):
+        value = value.to(dtype)
+        got = back(value)
+        assert type(got) is torch.Tensor and got.dtype == dtype and got.shape == value.shape, (name, got)
+        assert not got.requires_grad and got.type() == value.type()
+        if name not in ("uint16", "uint32", "uint64"):  # torch.equal has no kernel for these
+            assert torch.equal(got, value), (name, got)
+        else:
+            assert (got.to(torch.int64) == value.to(torch.int64)).all()
+for name in ("complex32", "float8_e4m3fn", "float8_e5m2"):  # numpy has none of these: sent widened
+    value = torch.tensor([1.5, -2.0, 0.25]).to(getattr(torch, name))
+    got = back(value)
+    assert got.dtype == value.dtype and torch.equal(got.to(torch.complex64), value.to(torch.complex64))
+bf = torch.tensor([1.5, -2.25, 3e38], dtype=torch.bfloat16)
+assert torch.equal(back(bf), bf) and back(bf).dtype == torch.bfloat16
+odd = torch.tensor([float("nan"), float("inf"), -0.0])
+assert torch.equal(back(odd).isnan(), odd.isnan()) and back(odd)[1] == float("inf")
+assert torch.equal(back(torch.arange(12.0).reshape(3, 4).T), torch.arange(12.0).reshape(3, 4).T)
+conj = torch.tensor([1 + 2j]).conj()  # a lazily conjugated view
+assert torch.equal(back(conj), torch.tensor([1 - 2j]))
+grad = torch.ones(3, requires_grad=True) * 2  # not a leaf: comes back as a leaf that requires grad
+got = back(grad)
+assert got.requires_grad and got.is_leaf and torch.equal(got.detach(), grad.detach())
+param = torch.nn.Parameter(torch.randn(2, 2))
+got = back(param)
+assert type(got) is torch.nn.Parameter and got.requires_grad and torch.equal(got, param)
+frozen = back(torch.nn.Parameter(torch.arange(3), requires_grad=False))
+assert type(frozen) is torch.nn.Parameter and not frozen.requires_grad and frozen.dtype == torch.int64
+size = back(torch.Size([2, 0, 3]))
+assert type(size) is torch.Size and size == torch.Size([2, 0, 3])
+assert back(torch.zeros(2, 3).shape) == (2, 3)
+for dtype in (torch.float32, torch.bfloat16, torch.int64, torch.bool, torch.complex128):
+    assert back(dtype) is dtype
+sparse = back(torch.eye(3).to_sparse())  # sparse layouts go as placeholders that equal nothing
+assert sparse != sparse and "sparse" in repr(sparse)
+mixed = back({"x": [torch.tensor([1, 2]), (torch.float16, torch.Size([1]))], "n": np.int8(3)})
+assert torch.equal(mixed["x"][0], torch.tensor([1, 2])) and mixed["x"][1] == (torch.float16, torch.Size([1]))
+
+# the checks DS-1000's Pytorch problems use
+ans = torch.stack([torch.randn(3), torch.randn(3)])
+result = back(ans)
+torch.testing.assert_close(result, ans)
+assert result.type() == ans.type() and result.size() == ans.size()
+try:
+    torch.testing.assert_close(back(ans.double()), ans)
+except AssertionError:
+    pass
+else:
+    raise AssertionError("a float64 result passed a float32 answer")
+top = back(torch.max(torch.tensor([[1, 5], [7, 2]]), 1))  # torch.return_types: fields by name
+assert torch.equal(top.values, torch.tensor([5, 7])) and torch.equal(top.indices, torch.tensor([1, 0]))
+values, indices = top
+assert torch.equal(values, top.values) and type(top).__name__ == "max"
+print("torch ok")
+"""
+
+TF_ROUNDTRIP = """
+import numpy as np, tensorflow as tf
+from ds1000_data import dumps, loads
+
+def back(value):
+    return loads(*dumps(value))
+
+def same(got, value):
+    return type(got) is type(value) and got.dtype == value.dtype and got.shape == value.shape
+
+names = ["bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64", "float16"]
+names += ["bfloat16", "float32", "float64", "complex64", "complex128"]
+for name in names:
+    dtype = tf.dtypes.as_dtype(name)
+    for value in (tf.reshape(tf.range(6) % 3, (2, 3)), tf.constant(5), tf.zeros((0, 4), tf.int32)):
+        value = tf.cast(value, dtype)
+        got = back(value)
+        assert same(got, value), (name, got)
+        assert np.array_equal(got.numpy(), value.numpy()), (name, got)
+for value in (tf.constant([[b"a", b""], [b"\\x00\\xff", "\\u00e9".encode()]]), tf.constant(b"tail\\x00")):
+    got = back(value)
+    assert same(got, value) and bool(tf.reduce_all(tf.equal(got, value))), got
+variable = tf.Variable([[1.0, 2.0]], trainable=False)
+got = back(variable)
+assert isinstance(got, tf.Variable) and not got.trainable and same(got, variable)
+assert back(tf.Variable(3)).trainable and int(back(tf.Variable(3)).numpy()) == 3
+ragged = tf.ragged.constant([[[1, 2], []], [[3]]], dtype=tf.int64)
+got = back(ragged)
+assert isinstance(got, tf.RaggedTensor) and got.to_list() == ragged.to_list() and got.dtype == tf.int64
+assert got.row_splits.dtype == ragged.row_splits.dtype and got.ragged_rank == 2
+words = tf.ragged.constant([[b"a"], [b"b", b"c"]], row_splits_dtype=tf.int32)
+got = back(words)
+assert got.to_list() == words.to_list() and got.row_splits.dtype == tf.int32
+sparse = tf.SparseTensor(indices=[[0, 1], [2, 3]], values=[1.5, 2.5], dense_shape=[3, 4])
+got = back(sparse)
+assert isinstance(got, tf.SparseTensor) and got.dtype == tf.float32
+assert np.array_equal(tf.sparse.to_dense(got).numpy(), tf.sparse.to_dense(sparse).numpy())
+odd = back([tf.ragged.constant([[1], []], dtype=tf.qint8), tf.constant([1], tf.qint8), tf.qint8, 2])
+assert odd[0] != odd[0] and odd[1] != odd[1] and odd[2] != odd[2] and odd[3] == 2, odd  # dtypes not sent
+for dtype in (tf.int32, tf.float64, tf.string, tf.bool, tf.bfloat16):
+    assert back(dtype) == dtype and isinstance(back(dtype), tf.dtypes.DType)
+for shape in (tf.TensorShape([2, None, 3]), tf.TensorShape(None), tf.TensorShape([])):
+    got = back(shape)
+    assert isinstance(got, tf.TensorShape) and got.as_proto() == shape.as_proto()
+assert back(tf.zeros((2, 3)).shape) == (2, 3)
+import keras  # noqa: E402  keras 3's own values are not tensorflow's: placeholders that equal nothing
+for value in (keras.Variable([1.0, 2.0]), keras.Input((3,))):
+    got = back(value)
+    assert got != got and "keras" in repr(got), got
+sent = []
+tf.function(lambda x: sent.append(back(x)) or x)(tf.constant([1.0]))  # a symbolic tensor has no values
+assert sent[0] != sent[0] and "tensorflow" in repr(sent[0]), sent
+
+# the checks DS-1000's Tensorflow problems use
+ans = tf.one_hot([1, 0, 2], depth=4, dtype=tf.int32)
+result = back(ans)
+np.testing.assert_array_equal(result, ans)
+assert bool(tf.reduce_all(result == ans)) and result.dtype == ans.dtype and type(result) == type(ans)
+from ds1000_check import empty_where_expected  # noqa: E402  the checker's guard sees tf's sizes too
+assert empty_where_expected(back(tf.zeros((3, 0))), ans) == "result"
+assert empty_where_expected(back(tf.zeros((0,))), ans) == "result"
+assert empty_where_expected(back(tf.constant(1.0)), ans) is None
+print("tf ok")
+"""
+
+HOSTILE = """
+import io, json, sys
+import numpy as np
+from ds1000_data import DecodeError, dumps, loads
+
+def npz(**arrays):
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+def rejected(node, **arrays):
+    try:
+        loads(json.dumps(node), npz(**arrays))
+    except DecodeError as exc:
+        return str(exc)
+    raise AssertionError(f"loaded {node}")
+
+f32 = np.zeros(3, np.float32)
+tf_tensor = {"t": "tf_tensor", "dtype": "float32", "shape": [3], "k": "a0"}
+tensor = {"t": "torch_tensor", "dtype": "float32", "shape": [3], "k": "a0", "grad": False, "param": False}
+assert loads(json.dumps(tensor), npz(a0=f32)).shape == (3,)
+for name in ("os.system", "Tensor", "__class__", "nn", "float", "bfloat16 ", 7, None, ["int64"]):
+    assert "not a torch dtype" in rejected({**tensor, "dtype": name}, a0=f32)
+    assert "not a torch dtype" in rejected({"t": "torch_dtype", "v": name})
+    assert "not a tensorflow dtype" in rejected({"t": "tf_dtype", "v": name})
+    assert "not a tensorflow dtype" in rejected({**tf_tensor, "dtype": name}, a0=f32)
+assert "shape" in rejected({**tensor, "shape": [4]}, a0=f32)
+assert "shape" in rejected({**tensor, "shape": [3, 1]}, a0=f32)
+assert "shape" in rejected({**tensor, "shape": "3"}, a0=f32)
+assert "dtype" in rejected({**tensor, "dtype": "int64"}, a0=f32)
+assert "dtype" in rejected({**tensor, "dtype": "bfloat16"}, a0=np.zeros(3, np.uint16))  # carried as float32
+assert "no array" in rejected({**tensor, "k": 5}, a0=f32)
+assert "no array" in rejected({**tensor, "k": "a1"}, a0=f32)
+assert "flags" in rejected({**tensor, "grad": "yes"}, a0=f32)
+assert rejected({**tensor, "dtype": "int64", "grad": True}, a0=np.zeros(3, np.int64))  # no grad for ints
+assert "pickle" in rejected({**tensor, "dtype": "int64"}, a0=np.array([print], dtype=object))
+for dims in ([-1], [2**70], [1.5], [True], ["2"], [1] * 65, {"n": 2}, None):
+    assert "shape" in rejected({"t": "torch_size", "v": dims}), dims
+strings = {"t": "tf_tensor", "dtype": "string", "shape": [2], "v": ["YQ==", ""]}
+assert loads(json.dumps(strings), npz()).shape == (2,)
+assert "strings" in rejected({**strings, "shape": [10**12, 10**12]})  # huge, not matching the items
+assert "strings" in rejected({**strings, "shape": [3]})
+assert "shape" in rejected({**strings, "shape": [2**70, 0]})
+assert "shape" in rejected({**strings, "shape": [1] * 100})
+assert "items" in rejected({**strings, "v": [1, 2]})
+assert rejected({**strings, "v": ["not base64!", ""]})
+assert "shape" in rejected({**tf_tensor, "shape": [10**15]}, a0=f32)
+assert "dtype" in rejected({**tf_tensor, "dtype": "int32"}, a0=f32)
+assert "trainable" in rejected({**tf_tensor, "variable": True, "trainable": "x"}, a0=f32)
+for dims in ([-2], [2**70], [1.5], "x", [1] * 65):
+    assert "shape" in rejected({"t": "tf_shape", "v": dims}), dims
+splits = np.array([0, 2, 3], np.int64)
+ragged = {"t": "tf_ragged", "v": {**tf_tensor}, "splits": ["a1"]}
+assert loads(json.dumps(ragged), npz(a0=f32, a1=splits)).shape.as_list() == [2, None]
+assert rejected(ragged, a0=f32, a1=np.array([0, 3, 2], np.int64))  # splits that go back
+assert rejected(ragged, a0=f32, a1=np.array([0, 2, 5], np.int64))  # past the values
+assert "int32 or int64" in rejected(ragged, a0=f32, a1=splits.astype(np.float64))
+assert "row splits" in rejected({**ragged, "splits": []}, a0=f32)
+assert "not a tensor" in rejected({**ragged, "v": {"t": "list", "v": []}}, a0=f32, a1=splits)
+variable = {**tf_tensor, "variable": True, "trainable": True}
+assert "not a tensor" in rejected({**ragged, "v": variable}, a0=f32, a1=splits)
+sparse = {"t": "tf_sparse", "v": {**tf_tensor}, "k": ["a1", "a2"]}
+indices, dense = np.array([[0, 0], [1, 2], [2, 1]], np.int64), np.array([3, 3], np.int64)
+assert loads(json.dumps(sparse), npz(a0=f32, a1=indices, a2=dense)).dense_shape.numpy().tolist() == [3, 3]
+assert "out of" in rejected(sparse, a0=f32, a1=indices, a2=np.array([3, 2], np.int64))
+assert "out of" in rejected(sparse, a0=f32, a1=-indices, a2=dense)
+assert "match" in rejected(sparse, a0=f32, a1=indices[:2], a2=dense)
+assert "match" in rejected(sparse, a0=f32, a1=indices, a2=np.array([3, 3, 3], np.int64))
+assert "shape" in rejected(sparse, a0=f32, a1=indices, a2=np.array([3, -1], np.int64))
+assert "dtype" in rejected(sparse, a0=f32, a1=indices.astype(np.int32), a2=dense)
+assert "indices" in rejected({**sparse, "k": "a1"}, a0=f32, a1=indices, a2=dense)
+assert "unknown kind" in rejected({"t": "torch_Tensor", "v": []})
+assert "unexpected node" in rejected({"t": "list", "v": [["torch_tensor"]]})
+print("hostile ok")
+"""
+
+NO_IMPORT = """
+import sys
+import numpy as np, pandas as pd
+from ds1000_data import dumps, loads
+
+value = [np.arange(6).reshape(2, 3), pd.DataFrame({"a": [1.5]}), (1, "x"), {"k": np.float32(2)}]
+got = loads(*dumps(value))
+assert (got[0] == value[0]).all() and got[2] == (1, "x")
+imported = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "tensorflow", "keras"))
+assert not imported, imported
+print("no import ok")
+"""
+
+
+def _run(env, script):
+    return subprocess.run(
+        [str(env_python(env)), "-c", textwrap.dedent(script)],
+        cwd=CHECKS_DIR,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _lacks(env, module: str) -> bool:
+    probe = _run(env, f"import importlib.util, sys\nsys.exit(importlib.util.find_spec({module!r}) is None)")
+    return probe.returncode != 0
+
+
+@pytest.fixture(scope="module")
+def torch_env(ds1000_env):
+    if _lacks(ds1000_env, "torch"):
+        pytest.skip("the DS-1000 environment has no torch (recreate domain setup ds1000 --with pytorch)")
+    return ds1000_env
+
+
+@pytest.fixture(scope="module")
+def tf_env(ds1000_env):
+    if _lacks(ds1000_env, "tensorflow"):
+        pytest.skip(
+            "the DS-1000 environment has no tensorflow (recreate domain setup ds1000 --with tensorflow)"
+        )
+    return ds1000_env
+
+
+def test_torch_values_round_trip(torch_env):
+    done = _run(torch_env, TORCH_ROUNDTRIP)
+    assert done.returncode == 0 and "torch ok" in done.stdout, done.stderr[-3000:]
+
+
+def test_tensorflow_values_round_trip(tf_env):
+    done = _run(tf_env, TF_ROUNDTRIP)
+    assert done.returncode == 0 and "tf ok" in done.stdout, done.stderr[-3000:]
+
+
+def test_hostile_tensor_data_fails_to_load(torch_env, tf_env):
+    done = _run(torch_env, HOSTILE)
+    assert done.returncode == 0 and "hostile ok" in done.stdout, done.stderr[-3000:]
+
+
+def test_values_of_other_libraries_import_neither_torch_nor_tensorflow(ds1000_env):
+    done = _run(ds1000_env, NO_IMPORT)
+    assert done.returncode == 0 and "no import ok" in done.stdout, done.stderr[-3000:]
+
+
+# DS-1000-style problems (written for these tests), in the dataset's jsonl format
+_TEST_EXECUTION = """
+
+def test_execution(solution: str):
+    code = exec_context.replace("[insert]", solution)
+    for i in range(2):
+        test_input, expected_result = generate_test_case(i + 1)
+        test_env = {"test_input": test_input}
+        exec(code, test_env)
+        assert exec_test(test_env["result"], expected_result)
+"""
+STACK = '''
+import torch
+import copy
+
+
+def generate_test_case(test_case_id):
+    def define_test_input(test_case_id):
+        torch.random.manual_seed(7)
+        if test_case_id == 1:
+            list_of_tensors = [torch.randn(3), torch.randn(3), torch.randn(3)]
+        elif test_case_id == 2:
+            list_of_tensors = [torch.randn(2, 2) for _ in range(4)]
+        return list_of_tensors
+
+    def generate_ans(data):
+        return torch.stack(data)
+
+    test_input = define_test_input(test_case_id)
+    expected_result = generate_ans(copy.deepcopy(test_input))
+    return test_input, expected_result
+
+
+def exec_test(result, ans):
+    torch.testing.assert_close(result, ans)
+    assert result.type() == ans.type()
+    return 1
+
+
+exec_context = r"""
+import torch
+list_of_tensors = test_input
+[insert]
+"""
+'''
+GATHER = '''
+import torch
+import copy
+
+
+def generate_test_case(test_case_id):
+    def define_test_input(test_case_id):
+        if test_case_id == 1:
+            scores = torch.arange(12).reshape(3, 4) * 10
+            ids = torch.LongTensor([3, 0, 2])
+        elif test_case_id == 2:
+            scores = torch.arange(10).reshape(5, 2) - 4
+            ids = torch.LongTensor([1, 1, 0, 1, 0])
+        return scores, ids
+
+    def generate_ans(data):
+        scores, ids = data
+        return scores.gather(1, ids.unsqueeze(1)).squeeze(1)
+
+    test_input = define_test_input(test_case_id)
+    expected_result = generate_ans(copy.deepcopy(test_input))
+    return test_input, expected_result
+
+
+def exec_test(result, ans):
+    try:
+        assert torch.equal(result, ans)
+        return 1
+    except:
+        return 0
+
+
+exec_context = r"""
+import torch
+scores, ids = test_input
+[insert]
+"""
+'''
+ONE_HOT = '''
+import tensorflow as tf
+import copy
+
+
+def generate_test_case(test_case_id):
+    def define_test_input(test_case_id):
+        if test_case_id == 1:
+            labels = [0, 6, 5, 4, 2]
+        elif test_case_id == 2:
+            labels = [9, 0]
+        return labels
+
+    def generate_ans(data):
+        return tf.one_hot(indices=data, depth=10, on_value=1, off_value=0, axis=-1)
+
+    test_input = define_test_input(test_case_id)
+    expected_result = generate_ans(copy.deepcopy(test_input))
+    return test_input, expected_result
+
+
+def exec_test(result, ans):
+    assert result.dtype == ans.dtype and result.shape == ans.shape
+    assert tf.reduce_all(result == ans)
+    return 1
+
+
+exec_context = r"""
+import tensorflow as tf
+labels = test_input
+[insert]
+"""
+'''
+ROW_SUMS = '''
+import tensorflow as tf
+import numpy as np
+import copy
+
+
+def generate_test_case(test_case_id):
+    def define_test_input(test_case_id):
+        if test_case_id == 1:
+            x = tf.constant([[1, 2, 3], [4, 5, 6]])
+        elif test_case_id == 2:
+            x = tf.constant([[0.5, -1.0], [2.0, 2.0], [1.0, 0.0]])
+        return x
+
+    def generate_ans(data):
+        return tf.reduce_sum(data, axis=1)
+
+    test_input = define_test_input(test_case_id)
+    expected_result = generate_ans(copy.deepcopy(test_input))
+    return test_input, expected_result
+
+
+def exec_test(result, ans):
+    np.testing.assert_array_equal(result, ans)
+    return 1
+
+
+exec_context = r"""
+import tensorflow as tf
+x = test_input
+def f(x):
+[insert]
+result = f(x)
+"""
+'''
+PROBLEMS = {  # problem id: (library, code_context, reference_code)
+    1: ("Pytorch", STACK, "result = torch.stack(list_of_tensors)"),
+    2: ("Pytorch", GATHER, "result = scores.gather(1, ids.unsqueeze(1)).squeeze(1)"),
+    3: ("Tensorflow", ONE_HOT, "result = tf.one_hot(labels, depth=10, dtype=tf.int32)"),
+    4: ("Tensorflow", ROW_SUMS, "    return tf.reduce_sum(x, axis=1)"),
+}
+
+
+@pytest.fixture(scope="module")
+def tensor_domain(torch_env, tf_env, tmp_path_factory):
+    path = tmp_path_factory.mktemp("tensors") / "tensors.jsonl"
+    rows = []
+    for problem_id, (library, context, reference) in PROBLEMS.items():
+        metadata = {"problem_id": problem_id, "library_problem_id": problem_id - 1, "library": library}
+        metadata |= {"test_case_cnt": 2, "perturbation_type": "Origin", "perturbation_origin_id": problem_id}
+        context += _TEST_EXECUTION
+        rows.append({"prompt": f"problem {problem_id}", "reference_code": reference, "metadata": metadata})
+        rows[-1]["code_context"] = context
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    domain = get_domain("ds1000", data=path, env=torch_env, timeout=120)
+    yield domain
+    domain.close()
+
+
+def _task(domain, problem_id):
+    return next(t for t in domain.tasks() if t.id == f"ds1000-{problem_id}")
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+def test_tensor_problems_references_pass_and_wrong_answers_fail(tensor_domain, bwrap):
+    for problem_id in PROBLEMS:
+        task = _task(tensor_domain, problem_id)
+        evaluation = tensor_domain.evaluate(task, task.reference, bwrap)
+        assert evaluation.passed, (problem_id, evaluation.feedback)
+    wrong = {
+        1: "result = torch.cat(list_of_tensors)",
+        2: "result = scores[:, 0]",
+        3: "result = tf.one_hot(labels, depth=9, dtype=tf.int32)",
+        4: "    return tf.reduce_sum(x, axis=0)",
+    }
+    for problem_id, solution in wrong.items():
+        evaluation = tensor_domain.evaluate(_task(tensor_domain, problem_id), solution, bwrap)
+        assert not evaluation.passed and evaluation.score == 0.0, (problem_id, evaluation.feedback)
+        assert "expected (test case 1):" in evaluation.feedback and "got: " in evaluation.feedback
+    feedback = tensor_domain.evaluate(_task(tensor_domain, 2), wrong[2], bwrap).feedback
+    assert "got: tensor([ 0, 40, 80])" in feedback and "tensor([ 30,  40, 100])" in feedback, feedback
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+def test_tensor_problems_judge_the_dtype_where_the_check_does(tensor_domain, bwrap):
+    def evaluate(problem_id, solution):
+        return tensor_domain.evaluate(_task(tensor_domain, problem_id), solution, bwrap)
+
+    as_float64 = evaluate(1, "result = torch.stack(list_of_tensors).double()")
+    assert not as_float64.passed and "dtype" in as_float64.feedback, as_float64.feedback
+    as_float32 = evaluate(3, "result = tf.one_hot(labels, depth=10)")
+    assert not as_float32.passed and "result.dtype == ans.dtype" in as_float32.feedback, as_float32.feedback
+    # torch.equal and np.testing.assert_array_equal compare values only, in DS-1000 as here
+    assert evaluate(2, "result = scores.gather(1, ids.unsqueeze(1)).squeeze(1).double()").passed
+    assert evaluate(4, "    return tf.cast(tf.reduce_sum(x, axis=1), tf.float64)").passed
+    as_variable = evaluate(3, "result = tf.Variable(tf.one_hot(labels, depth=10, dtype=tf.int32))")
+    assert as_variable.passed, as_variable.feedback
+    as_param = evaluate(1, "result = torch.nn.Parameter(torch.stack(list_of_tensors))")
+    assert as_param.passed, as_param.feedback  # assert_close takes subclasses, as it would in DS-1000
