@@ -50,6 +50,8 @@ assert back(plain) == plain and type(back(plain)[2]) is tuple
 assert math.isnan(back(float("nan"))) and back(float("-inf")) == float("-inf")
 assert back(pd.Timestamp("2024-01-01 10:00", tz="UTC")) == pd.Timestamp("2024-01-01 10:00", tz="UTC")
 assert back(pd.NaT) is pd.NaT and back(pd.Timedelta("1h")) == pd.Timedelta("1h")
+for dtype in ("float64", "bool", "<M8[ns]", "m8[D]", "U5", "S3", "c16", "O"):  # result = a.dtype
+    assert back(np.dtype(dtype)) == np.dtype(dtype) and type(back(np.dtype(dtype))) is type(np.dtype(dtype))
 stat = back(scipy.stats.kstest([0.1, 0.5, 0.9], "uniform"))
 assert isinstance(stat, tuple) and len(stat) == 2
 
@@ -87,6 +89,8 @@ for _ in range(100):
     deep = {"t": "list", "v": [deep]}
 assert "deep" in rejected(json.dumps(deep), arrays)
 assert "sparse" in rejected(json.dumps({"t": "sparse", "format": "x", "shape": [1], "coo": []}), arrays)
+for dtype in ("f8,i4", "<f8; import os", "[('x', '<i4')]", 5, "<f8[" + "x" * 50 + "]"):  # plain dtypes only
+    assert rejected(json.dumps({"t": "npdtype", "v": dtype}), arrays)
 print("hostile ok")
 """
 

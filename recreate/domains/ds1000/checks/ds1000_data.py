@@ -22,6 +22,7 @@ import fractions
 import io
 import json
 import keyword
+import re
 
 from ds1000_pandas import PandasDecoding, PandasEncoding, is_pandas
 from ds1000_tensors import TensorDecoding, TensorEncoding
@@ -37,7 +38,7 @@ KINDS = frozenset(
     + ("MultiIndex", "RangeIndex", "Index", "NaT", "NA", "Timestamp", "Timedelta", "Period", "Interval")
     + ("masked", "matrix", "ExtensionArray", "record", "range", "Fraction", "Decimal")
     + ("torch_tensor", "torch_size", "torch_dtype", "tf_tensor", "tf_ragged", "tf_sparse", "tf_dtype")
-    + ("tf_shape",)
+    + ("tf_shape", "npdtype")
 )
 
 
@@ -159,6 +160,8 @@ class Encoder(PandasEncoding, TensorEncoding):
             return {"t": "ndarray", "k": self.array(value)}
         if isinstance(value, np.generic) and not value.dtype.hasobject:
             return {"t": "npscalar", "k": self.array(np.asarray(value))}
+        if isinstance(value, np.dtype) and value.fields is None and not value.subdtype:
+            return {"t": "npdtype", "v": value.str}  # e.g. "<f8", "|b1", "<M8[ns]", "<U5"
         return self.unsupported(value)
 
 
@@ -342,6 +345,14 @@ class Decoder(PandasDecoding, TensorDecoding):
 
     def _npscalar(self, node, depth):
         return self.array(node["k"])[()]
+
+    def _npdtype(self, node, depth):
+        import numpy as np
+
+        text = node.get("v")
+        if not isinstance(text, str) or not re.fullmatch(r"[<>|=][a-zA-Z?][0-9]*(\[[0-9a-zA-Z]+\])?", text):
+            raise DecodeError(f"not a plain NumPy dtype: {str(text)[:80]!r}")
+        return np.dtype(text)
 
     def _sparse(self, node, depth):
         import scipy.sparse
