@@ -36,7 +36,7 @@ from recreate.domains.ds1000.env import (
     missing_modules,
     setup_hint,
 )
-from recreate.domains.ds1000.judge import CheckerServer, imported_modules
+from recreate.domains.ds1000.judge import CheckerServer, imported_modules, needed_modules
 from recreate.domains.splits import SplitPlan
 from recreate.sandbox.base import Result, Sandbox, SandboxSpec
 from recreate.sandbox.shell import DEFAULT_PATH
@@ -134,7 +134,7 @@ class DS1000Domain(TaskFileDomain):
         self._contexts: dict[str, str] = {}  # hidden test code, kept out of Task so no agent sees it
         self._checkers: dict[int, CheckerServer] = {}
         self._checkers_lock = threading.Lock()
-        self._missing: set[str] | None = None  # modules the tests import and the environment lacks
+        self._needs: dict[str, set[str]] | None = None  # task id -> modules it needs that the env lacks
         plan = SplitPlan(seed=seed, train=train, val=val)
         super().__init__(data, lambda path: _load_file(path, self._contexts), plan)
 
@@ -152,19 +152,20 @@ class DS1000Domain(TaskFileDomain):
                 "`recreate domain setup ds1000` (or scripts/ds1000_env.sh), or pass env=PATH"
             )
         with self._checkers_lock:
-            if self._missing is None:  # probed once: the environment does not change under a run
-                self._missing = set(missing_modules(self.env, imported_modules(self._contexts.values())))
-        needs = {
-            task_id: modules
-            for task_id in sorted(task_ids)
-            if (modules := self._missing & top_level_modules(self._contexts.get(task_id, "")))
-        }
-        if not needs:
+            if self._needs is None:  # probed once: the environment does not change under a run
+                library = {task.id: task.metadata.get("library") for task in self.tasks("all")}
+                needs = {key: needed_modules(code, library.get(key)) for key, code in self._contexts.items()}
+                missing = set(missing_modules(self.env, set().union(*needs.values())))
+                self._needs = {key: modules & missing for key, modules in needs.items() if modules & missing}
+        lacking = {key: self._needs[key] for key in sorted(task_ids) if key in self._needs}
+        if not lacking:
             return None
-        modules = sorted(set().union(*needs.values()))
+        modules = sorted(set().union(*lacking.values()))
+        first = next(iter(lacking))
+        who = "the task imports" if len(lacking) == 1 else f"{len(lacking)} tasks (e.g. {first}) import"
         return (
-            f"{len(needs)} task(s) (e.g. {next(iter(needs))}) import {', '.join(modules)}, which the "
-            f"DS-1000 environment at {self.env} lacks; {setup_hint(self.env, modules)}"
+            f"{who} {', '.join(modules)}, which the DS-1000 environment at {self.env} lacks; "
+            f"{setup_hint(self.env, modules)}"
         )
 
     def evaluate(self, task: Task, submission: str | None, sandbox: Sandbox) -> Evaluation:
@@ -285,10 +286,6 @@ class DS1000Domain(TaskFileDomain):
             "code's tokens). Feedback names the failing check, the exception, and for the first test "
             "case the expected and the produced result."
         )
-
-
-def top_level_modules(code_context: str) -> set[str]:
-    return {name.split(".")[0] for name in imported_modules([code_context])}
 
 
 def _no_verdict_reason(run: Result | None, timeout: float) -> str:

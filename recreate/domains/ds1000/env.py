@@ -41,7 +41,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "pytorch": ("torch==2.13.0",),
     "tensorflow": ("tensorflow-cpu==2.16.1", "keras==3.15.1"),
 }
-LIBRARY_EXTRAS = {"Pytorch": "pytorch", "Tensorflow": "tensorflow"}  # a task's metadata["library"]
+LIBRARY_MODULES = {"Pytorch": "torch", "Tensorflow": "tensorflow"}  # a task's metadata["library"] needs
 MODULE_EXTRAS = {"torch": "pytorch", "tensorflow": "tensorflow", "keras": "tensorflow"}
 PYTHON_VERSION = (3, 11)  # pandas 1.5.3 has no wheels for newer Pythons
 STAMP = ".recreate-ds1000-ready"

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from recreate.domains.common import tail
+from recreate.domains.ds1000.env import LIBRARY_MODULES
 from recreate.sandbox import fresh_session
 from recreate.sandbox.base import Result, Sandbox, SandboxError, SandboxSpec, Session
 
@@ -61,6 +62,25 @@ def imported_modules(code_contexts: Iterable[str]) -> list[str]:
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 names.add(node.module)
     return sorted(names)
+
+
+def needed_modules(code_context: str, library: str | None) -> set[str]:
+    """The top-level modules a task's test needs: those its context imports, those its `exec_context`
+    string imports (the solution's sandbox runs that), and its library's (metadata "Pytorch": torch)."""
+    sources = [code_context]
+    try:
+        with warnings.catch_warnings():  # odd escapes in dataset strings: not ours to warn about
+            warnings.simplefilter("ignore")
+            tree = ast.parse(code_context)
+    except SyntaxError:
+        tree = ast.Module(body=[], type_ignores=[])
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            names = [target.id for target in node.targets if isinstance(target, ast.Name)]
+            if "exec_context" in names:  # with the solution's place filled at the top level or in a def
+                sources += [str(node.value.value).replace("[insert]", fill) for fill in ("pass", "    pass")]
+    modules = {name.split(".")[0] for name in imported_modules(sources)}
+    return modules | ({LIBRARY_MODULES[library]} if library in LIBRARY_MODULES else set())
 
 
 def checker_files() -> dict[str, bytes]:

@@ -24,6 +24,7 @@ from recreate.domains.ds1000.env import (
     requirements,
     setup_hint,
 )
+from recreate.domains.ds1000.judge import needed_modules
 from recreate.evaluation.preflight import PreflightError, preflight
 from recreate.evaluation.rollout import ERROR_KEY, REASON_KEY, Rollouts
 
@@ -119,6 +120,15 @@ def test_the_hint_names_the_groups_that_provide_the_missing_modules(tmp_path):
     assert "leave those tasks out" in setup_hint(env, ["torch", "gensim"])
 
 
+def test_a_task_needs_what_its_test_and_its_solutions_sandbox_import_and_its_librarys_module():
+    context = (
+        'import numpy as np\nexec_context = r"""\nimport tensorflow.keras as k\ndef f(x):\n[insert]\n"""\n'
+    )
+    assert needed_modules(context, None) == {"numpy", "tensorflow"}
+    assert needed_modules("import numpy\n", "Pytorch") == {"numpy", "torch"}
+    assert needed_modules("this is no python (", "Tensorflow") == {"tensorflow"}
+
+
 def test_the_probe_names_the_top_level_modules_the_env_lacks(ds1000_env):
     asked = ["torch.nn.functional", "tensorflow", "numpy", "no_such_library_9f2.sub", "keras"]
     assert missing_modules(ds1000_env, asked) == ["no_such_library_9f2"]
@@ -128,10 +138,15 @@ def test_the_probe_names_the_top_level_modules_the_env_lacks(ds1000_env):
 def lacking(ds1000_env, tmp_path_factory):
     """Two tasks: one importing a library the environment lacks, one whose test generation fails."""
     path = tmp_path_factory.mktemp("lacking") / "tasks.jsonl"
+    in_the_solutions_sandbox = problem(4)  # its test imports the library only where the solution runs
+    in_the_solutions_sandbox["code_context"] = in_the_solutions_sandbox["code_context"].replace(
+        "import numpy as np\na = test_input", "import numpy as np\nimport no_such_library_9f2\na = test_input"
+    )
     rows = [
         problem(1),
         problem(2, imports="import no_such_library_9f2"),
         problem(3, generate="raise ValueError('this test cannot make its cases')"),
+        in_the_solutions_sandbox,
     ]
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     domain = get_domain("ds1000", data=path, env=ds1000_env, timeout=60)
@@ -146,14 +161,15 @@ def _task(domain, problem_id):
 @pytest.mark.bwrap
 def test_a_task_needing_a_library_the_env_lacks_is_refused_before_the_run(lacking, bwrap, tmp_path):
     why = lacking.environment_problem()
-    assert why.startswith(
-        "1 task(s) (e.g. ds1000-2) import no_such_library_9f2, which the DS-1000 environment"
-    )
+    assert why.startswith("2 tasks (e.g. ds1000-2) import no_such_library_9f2, which the DS-1000 env")
     assert "leave those tasks out" in why
-    with pytest.raises(PreflightError, match="domain ds1000: 1 task"):
+    with pytest.raises(PreflightError, match="domain ds1000: 2 tasks"):
         preflight(bwrap, lacking, tmp_path)
-    verdict = lacking.evaluate(_task(lacking, 2), "result = a * 2", bwrap)
-    assert verdict.score == 0.0 and "no_such_library_9f2" in verdict.details["error"]
+    for problem_id in (2, 4):  # the same words for every such task: the selftest lists them on one line
+        verdict = lacking.evaluate(_task(lacking, problem_id), "result = a * 2", bwrap)
+        assert verdict.score == 0.0 and verdict.details["error"].startswith(
+            "the task imports no_such_library_9f2, which the DS-1000 environment at"
+        )
     fine = _task(lacking, 1)  # the other tasks are judged as ever
     assert lacking.evaluate(fine, fine.reference, bwrap).passed
 
