@@ -199,6 +199,36 @@ FORGERIES = {
 }
 
 
+LOCAL_CLASS_CONTEXT = '''
+import numpy as np
+
+def generate_test_case(test_case_id):
+    class Box:  # made inside the test, as DS-1000's Pytorch problems make their models: no importable name
+        def __init__(self, a):
+            self.a = a
+    box = Box(np.arange(4) * test_case_id)
+    return box, box.a * 2
+
+def exec_test(result, ans):
+    np.testing.assert_array_equal(result, ans)
+    return 1
+
+exec_context = r"""
+import numpy as np
+box = test_input
+[insert]
+"""
+
+def test_execution(solution: str):
+    code = exec_context.replace("[insert]", solution)
+    for i in range(2):
+        test_input, expected_result = generate_test_case(i + 1)
+        test_env = {"test_input": test_input}
+        exec(code, test_env)
+        assert exec_test(test_env["result"], expected_result)
+'''
+
+
 @pytest.fixture(scope="module")
 def toy_domain(ds1000_env, tmp_path_factory):
     path = tmp_path_factory.mktemp("toy") / "toy.jsonl"
@@ -210,7 +240,13 @@ def toy_domain(ds1000_env, tmp_path_factory):
     }
     broken = {**row, "metadata": {**row["metadata"], "problem_id": 2}}
     broken["code_context"] = 'raise RuntimeError("broken test context")\nexec_context = "[insert]"\n'
-    path.write_text(json.dumps(row) + "\n" + json.dumps(broken) + "\n")
+    local_class = {
+        **row,
+        "metadata": {**row["metadata"], "problem_id": 3},
+        "reference_code": "result = box.a * 2",
+    }
+    local_class["code_context"] = LOCAL_CLASS_CONTEXT
+    path.write_text("".join(json.dumps(r) + "\n" for r in (row, broken, local_class)))
     domain = get_domain("ds1000", data=path, env=ds1000_env, timeout=60)
     yield domain
     domain.close()
@@ -246,6 +282,29 @@ def test_a_figure_the_summary_cannot_hold_fails_the_case_saying_why(toy_domain, 
     broken = toy_domain.evaluate(task, plot + "plt.gcf().get_size_inches = None\n" + task.reference, bwrap)
     assert not broken.passed and "the solution's figure could not be read: TypeError" in broken.feedback
     assert toy_domain.evaluate(task, plot + task.reference, bwrap).passed
+
+
+@pytest.mark.bwrap
+def test_a_test_input_of_a_class_made_inside_the_test_reaches_the_solution(toy_domain, bwrap):
+    task = _toy(toy_domain, 3)
+    assert toy_domain.evaluate(task, task.reference, bwrap).passed
+    assert not toy_domain.evaluate(task, "result = box.a * 3", bwrap).passed
+
+
+@pytest.mark.bwrap
+def test_results_too_large_to_send_fail_saying_so(toy_domain, bwrap):
+    large = toy_domain.evaluate(_toy(toy_domain, 1), "import numpy as np\nresult = np.ones(5_000_000)", bwrap)
+    assert not large.passed and "MB (all test cases) are too large to send" in large.feedback, large.feedback
+
+
+@pytest.mark.bwrap
+def test_compressed_result_arrays_are_refused_unread(toy_domain, bwrap):
+    bomb = (
+        "import numpy as np, json, os\nnp.savez_compressed('../results.npz', a0=np.zeros(20_000_000))\n"
+        "open('../results.json', 'w').write(json.dumps({'t': 'list', 'v': []}))\nos._exit(0)"
+    )
+    refused = toy_domain.evaluate(_toy(toy_domain, 1), bomb, bwrap)
+    assert not refused.passed and "compressed or larger than their file" in refused.feedback, refused.feedback
 
 
 @pytest.mark.bwrap

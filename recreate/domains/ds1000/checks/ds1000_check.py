@@ -201,6 +201,18 @@ def record(namespace, solution):
     return generated, cases
 
 
+def dump_cases(cases):
+    """The cases for the solution's sandbox. A test input of a class the test defines in a function (a
+    model built in `define_test_input`) has no importable name: cloudpickle (a joblib dependency of the
+    pinned environment) sends such a class by value, with the globals its methods name."""
+    try:
+        return pickle.dumps(cases)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        import cloudpickle
+
+        return cloudpickle.dumps(cases)
+
+
 def judge(namespace, solution, generated, outcomes):
     """Run test_execution again: each test case replayed, each `exec` answered by the solution's data."""
     replay, answers = iter(generated), iter(outcomes)
@@ -273,7 +285,7 @@ def serve_job(deadline):
         exec(compile(code_context, CONTEXT_FILE, "exec"), namespace)
         stage = "generating the test cases"
         generated, cases = record(namespace, solution)
-        Path("../cases.pkl").write_bytes(pickle.dumps(cases))
+        Path("../cases.pkl").write_bytes(dump_cases(cases))
         _write_json("../cases.ready", len(cases))
         stage = "running the solution"
         _wait_for("../results.done", deadline)

@@ -23,6 +23,7 @@ import io
 import json
 import keyword
 import re
+import zipfile
 
 from ds1000_pandas import PandasDecoding, PandasEncoding, is_pandas
 from ds1000_tensors import TensorDecoding, TensorEncoding
@@ -208,6 +209,10 @@ def loads(text, npz):
 
     try:
         tree = json.loads(text)
+        with zipfile.ZipFile(io.BytesIO(npz)) as archive:  # np.savez stores: a deflated member may be a bomb
+            members = archive.infolist()
+            if any(m.compress_type != zipfile.ZIP_STORED or m.file_size > len(npz) for m in members):
+                raise DecodeError("arrays compressed or larger than their file: not what dumps writes")
         with np.load(io.BytesIO(npz), allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}
         return Decoder(arrays).decode(tree)
