@@ -30,7 +30,7 @@ from recreate.sandbox.base import Result, Sandbox, SandboxError, SandboxSpec, Se
 
 CHECKS_DIR = Path(__file__).parent / "checks"  # the scripts that run inside the sandboxes
 LIBRARY_FILES = ("ds1000_data.py", "ds1000_pandas.py", "ds1000_tensors.py", "ds1000_figure.py")
-LIBRARY_FILES += ("ds1000_figure_artists.py",)
+LIBRARY_FILES += ("ds1000_figure_artists.py", "ds1000_torch.py")
 LIBRARY_FILES += ("ds1000_figure_extra.py", "ds1000_figure_3d.py", "ds1000_figure_axes.py")
 SERVER_LIFETIME_S = 7 * 24 * 3600.0  # "forever": the session ends with the domain or the process
 _POLL_S = 0.005

@@ -5,12 +5,13 @@ What a solution produced crosses from the sandbox it ran in to the checker as a 
 tuples stay tuples, floats stay exact (repr) and NumPy/pandas/SciPy values come back with their dtypes,
 index and structure; nothing in it names a class to import or a function to call. A value of another
 kind is sent as a placeholder that equals nothing, so a check on it fails instead of trusting it.
-A named tuple (SciPy's results too) or a struct sequence (torch.return_types) goes as a "record" of names,
+A named tuple (SciPy's results too) or a struct sequence (time.struct_time) goes as a "record" of names,
 items and extra fields (SciPy's `df`...) and comes back as a namedtuple type made for it (plain names
 only), extras as attributes, equal to a tuple.
 IntEnum/IntFlag members go as ints and dict views (keys(), values(), items()) as lists; `range`,
 `Fraction`, `Decimal` and SciPy sparse arrays (as against matrices) keep their type.
-The pandas kinds are in ds1000_pandas, the torch and tensorflow ones in ds1000_tensors.
+The pandas kinds are in ds1000_pandas, tensorflow's (and ml_dtypes') in ds1000_tensors, torch's in
+ds1000_torch (torch.return_types among them).
 """
 
 import base64
@@ -27,6 +28,7 @@ import zipfile
 
 from ds1000_pandas import PandasDecoding, PandasEncoding, is_pandas
 from ds1000_tensors import TensorDecoding, TensorEncoding
+from ds1000_torch import TorchDecoding, TorchEncoding
 
 MAX_DEPTH = 64
 MAX_FIELDS = 256  # of a record, extra fields included
@@ -39,7 +41,7 @@ KINDS = frozenset(
     + ("MultiIndex", "RangeIndex", "Index", "NaT", "NA", "Timestamp", "Timedelta", "Period", "Interval")
     + ("masked", "matrix", "ExtensionArray", "record", "range", "Fraction", "Decimal")
     + ("torch_tensor", "torch_size", "torch_dtype", "tf_tensor", "tf_ragged", "tf_sparse", "tf_dtype")
-    + ("tf_shape", "npdtype")
+    + ("tf_shape", "npdtype", "torch_sparse", "torch_return", "torch_device", "mlarray")
 )
 
 
@@ -62,7 +64,7 @@ class Unsupported:
         return f"<{self.type_name} that cannot be sent as data: {self.text}>"
 
 
-class Encoder(PandasEncoding, TensorEncoding):
+class Encoder(PandasEncoding, TensorEncoding, TorchEncoding):
     def __init__(self):
         self.arrays = {}
 
@@ -135,7 +137,7 @@ class Encoder(PandasEncoding, TensorEncoding):
             return {"t": type(value).__name__, "v": value.isoformat()}
         if isinstance(value, datetime.timedelta) and not is_pandas(value):
             return {"t": "timedelta", "v": [value.days, value.seconds, value.microseconds]}
-        if module == "numpy":
+        if module in ("numpy", "ml_dtypes"):  # (an ml_dtypes scalar's type is of ml_dtypes)
             return self._numpy(value, down)
         if module == "pandas":
             return self._pandas(value, down)
@@ -144,6 +146,8 @@ class Encoder(PandasEncoding, TensorEncoding):
     def _numpy(self, value, depth):
         import numpy as np
 
+        if (node := self._ml_node(value)) is not None:  # bfloat16 and the like: raw bytes to np.save
+            return node
         if isinstance(value, np.ma.MaskedArray):
             fill = value.fill_value  # None: the dtype's default (it may not fit the dtype)
             fill = None if np.all(fill == np.ma.default_fill_value(value.dtype)) else np.asarray(fill)
@@ -222,7 +226,7 @@ def loads(text, npz):
         raise DecodeError(f"{type(exc).__name__}: {exc}") from exc
 
 
-class Decoder(PandasDecoding, TensorDecoding):
+class Decoder(PandasDecoding, TensorDecoding, TorchDecoding):
     def __init__(self, arrays):
         self.arrays = arrays
         self.records = {}  # (name, fields, extra fields) -> the type made for them

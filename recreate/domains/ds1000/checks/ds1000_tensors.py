@@ -1,14 +1,15 @@
-"""Runs INSIDE DS-1000 sandboxes: the PyTorch and TensorFlow half of the ds1000_data codec (mixed into its
-Encoder and Decoder). A tensor goes as one plain array of its values (a dtype NumPy lacks, bfloat16 and
-the like, widened to one it has) and the names of its dtype, each looked up in a fixed table on load,
-never with getattr on a name from the data; a tf.string tensor's bytes go as base64 text.
-- torch.Tensor keeps dtype, shape and requires_grad; a torch.nn.Parameter comes back as a Parameter;
-  other subclasses as plain tensors; a tensor that is not dense (sparse, quantized, nested, on the meta
-  device) goes as an unsupported placeholder. torch.Size, torch.dtype: themselves.
+"""Runs INSIDE DS-1000 sandboxes: the TensorFlow half of the ds1000_data codec (mixed into its Encoder and
+Decoder), the helpers the PyTorch half (ds1000_torch) uses too, and NumPy arrays of ml_dtypes' dtypes.
+A tensor goes as one plain array of its values (a dtype NumPy lacks, bfloat16 and the like, widened to one
+it has) and the names of its dtype, each looked up in a fixed table on load, never with getattr on a name
+from the data; a tf.string tensor's bytes go as base64 text.
 - tf.Tensor (eager) keeps dtype and shape; a tf.Variable comes back as a tf.Variable (values, dtype,
-  `trainable`; not its name); tf.RaggedTensor as its flat values and row splits; tf.SparseTensor as its
-  indices, values and dense shape; tf.DType and tf.TensorShape: themselves. Keras 3's own values
-  (KerasTensor, keras.Variable) are not tensorflow's: they go as ds1000_data sends any other value.
+  `trainable`; not its name); tf.RaggedTensor as its flat values, row splits and each level's uniform row
+  length (so a shape (3, 2) stays (3, 2)); tf.SparseTensor as its indices, values and dense shape;
+  tf.DType and tf.TensorShape: themselves. Keras 3's own values (KerasTensor, keras.Variable) are not
+  tensorflow's: they go as ds1000_data sends any other value.
+- A NumPy array or scalar of an ml_dtypes dtype (bfloat16, float8_*, int4: `tensor.numpy()` of such a
+  tensor) goes widened to float32 (int4 and uint4 to int8 and uint8) with the dtype's name, and is cast back.
 torch and tensorflow are imported only to load a value of theirs; sending one needs no import at all.
 """
 
@@ -18,13 +19,18 @@ import sys
 
 MODULES = ("torch", "tensorflow")  # first parts of the modules whose values this codec sends
 MAX_DIMS = 64  # torch's own bound; NumPy's is 32
+# elements of a tensor whose data is smaller than its size (expanded, sparse): a check that makes it dense
+# must stay within the memory the checker's jobs share (1 GiB of float64)
+MAX_VIRTUAL_NUMEL = 1 << 27
 # dtype name -> the NumPy dtype of the array that carries its values (numpy lacks bfloat16, float8, chalf)
 _PLAIN = ("bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64", "float16")
 _PLAIN += ("float32", "float64", "complex64", "complex128")
-TORCH_DTYPES = {name: name for name in _PLAIN} | {"bfloat16": "float32", "complex32": "complex64"}
-TORCH_DTYPES |= {"float8_e4m3fn": "float32", "float8_e5m2": "float32"}
 TF_DTYPES = {name: name for name in _PLAIN} | {"bfloat16": "float32", "string": None}
 SPLIT_DTYPES = ("int32", "int64")  # of a RaggedTensor's row splits
+# ml_dtypes' dtypes (NumPy arrays of them are raw bytes to np.save) -> the NumPy dtype that carries them
+ML_DTYPES = {"bfloat16": "float32", "int4": "int8", "uint4": "uint8"}
+ML_DTYPES |= {name: "float32" for name in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3b11fnuz")}
+ML_DTYPES |= {name: "float32" for name in ("float8_e4m3fnuz", "float8_e5m2fnuz")}
 
 
 def _fail(message):
@@ -53,7 +59,7 @@ def _numpy_of(array, numpy_dtype, shape=None):
 
 
 class TensorEncoding:
-    """The Encoder's torch and tensorflow kinds (its `encode`, `array` and `unsupported` do the rest)."""
+    """The Encoder's tensorflow and ml_dtypes kinds, and where torch's go (ds1000_torch has them)."""
 
     def _tensor(self, value, depth):
         """The node of a torch/tensorflow value, None for one that is no tensor value (a container of
@@ -63,35 +69,25 @@ class TensorEncoding:
             return None
         try:
             if module == "torch":
-                return self._torch(value, sys.modules["torch"])
+                return self._torch(value, sys.modules["torch"], depth)
             return self._tf(value, sys.modules["tensorflow"], depth)
         except Exception as exc:  # e.g. a symbolic (graph) tensor has no values to send
             node = self.unsupported(value)
             return node | {"v": f"{node['v']} ({type(exc).__name__}: {exc})"[:600]}
 
-    def _torch(self, value, torch):
-        if isinstance(value, torch.Size):
-            return {"t": "torch_size", "v": [int(n) for n in value]}
-        if isinstance(value, torch.dtype):
-            name = str(value).removeprefix("torch.")
-            return {"t": "torch_dtype", "v": name} if name in TORCH_DTYPES else self.unsupported(value)
-        if not isinstance(value, torch.Tensor):
+    def _ml_node(self, value):
+        """The node of a NumPy array or scalar of an ml_dtypes dtype (bfloat16...), None for others."""
+        import numpy as np
+
+        if type(value) is not np.ndarray and not isinstance(value, np.generic):  # (masked: its parts)
             return None
-        name = str(value.dtype).removeprefix("torch.")
-        dense = value.layout == torch.strided and not value.is_quantized and not value.is_nested
-        if name not in TORCH_DTYPES or not dense or value.is_meta:
-            return self.unsupported(value)
-        plain = value.detach().cpu().resolve_conj().resolve_neg()
-        if TORCH_DTYPES[name] != name:
-            plain = plain.to(getattr(torch, TORCH_DTYPES[name]))
-        return {
-            "t": "torch_tensor",
-            "dtype": name,
-            "shape": list(value.shape),
-            "k": self.array(plain.numpy()),
-            "grad": bool(value.requires_grad),
-            "param": isinstance(value, torch.nn.Parameter),
-        }
+        dtype = value.dtype
+        if dtype.name not in ML_DTYPES:
+            return None
+        if dtype.type.__module__.split(".")[0] == "numpy":  # (a NumPy dtype of that name: none yet)
+            return None
+        key = self.array(np.asarray(value).astype(ML_DTYPES[dtype.name]))
+        return {"t": "mlarray", "dtype": dtype.name, "k": key, "scalar": isinstance(value, np.generic)}
 
     def _tf(self, value, tf, depth):
         import numpy as np
@@ -107,7 +103,12 @@ class TensorEncoding:
                 return self.unsupported(value)
             if ragged:
                 splits = [self.array(s.numpy()) for s in value.nested_row_splits]
-                return {"t": "tf_ragged", "v": values, "splits": splits}
+                levels = [value]
+                while len(levels) < value.ragged_rank:
+                    levels.append(levels[-1].values)
+                uniform = [x.uniform_row_length for x in levels]
+                uniform = [None if n is None else int(n) for n in uniform]
+                return {"t": "tf_ragged", "v": values, "splits": splits, "uniform": uniform}
             parts = [self.array(value.indices.numpy()), self.array(value.dense_shape.numpy())]
             return {"t": "tf_sparse", "v": values, "k": parts}
         if not isinstance(value, (tf.Tensor, tf.Variable)):
@@ -125,12 +126,12 @@ class TensorEncoding:
         return node
 
 
-def _torch_dtype(name):
-    import torch
+def _ml_dtype(name):
+    import ml_dtypes
 
-    if not isinstance(name, str) or name not in TORCH_DTYPES:
-        _fail(f"not a torch dtype this codec sends: {str(name)[:80]!r}")
-    return {n: getattr(torch, n) for n in TORCH_DTYPES}[name]  # names from the table, not from the data
+    if not isinstance(name, str) or name not in ML_DTYPES:
+        _fail(f"not an ml_dtypes dtype this codec sends: {str(name)[:80]!r}")
+    return {n: getattr(ml_dtypes, n) for n in ML_DTYPES if hasattr(ml_dtypes, n)}[name]  # from the table
 
 
 def _tf_dtype(name):
@@ -142,31 +143,18 @@ def _tf_dtype(name):
 
 
 class TensorDecoding:
-    """The Decoder's torch and tensorflow kinds (its `decode` and `array` do the rest)."""
-
-    def _torch_tensor(self, node, depth):
-        import torch
-
-        dtype = _torch_dtype(node.get("dtype"))
-        values = _numpy_of(self.array(node.get("k")), TORCH_DTYPES[node["dtype"]], node.get("shape"))
-        grad, param = node.get("grad"), node.get("param")
-        if not isinstance(grad, bool) or not isinstance(param, bool):
-            _fail("a torch tensor without its requires_grad and parameter flags")
-        tensor = torch.from_numpy(values.copy()).to(dtype)
-        if param:
-            return torch.nn.Parameter(tensor, requires_grad=grad)
-        return tensor.requires_grad_(grad)
-
-    def _torch_size(self, node, depth):
-        import torch
-
-        return torch.Size(_dims(node.get("v")))
-
-    def _torch_dtype(self, node, depth):
-        return _torch_dtype(node.get("v"))
+    """The Decoder's tensorflow and ml_dtypes kinds (its `decode` and `array` do the rest)."""
 
     def _tf_dtype(self, node, depth):
         return _tf_dtype(node.get("v"))
+
+    def _mlarray(self, node, depth):
+        dtype, scalar = _ml_dtype(node.get("dtype")), node.get("scalar")
+        values = _numpy_of(self.array(node.get("k")), ML_DTYPES[node["dtype"]])
+        if not isinstance(scalar, bool) or scalar and values.ndim:
+            _fail("an ml_dtypes array without its scalar flag")
+        values = values.astype(dtype)
+        return values[()] if scalar else values
 
     def _tf_shape(self, node, depth):
         import tensorflow as tf
@@ -205,6 +193,7 @@ class TensorDecoding:
         return self._tf_tensor(node, depth)
 
     def _tf_ragged(self, node, depth):
+        import numpy as np
         import tensorflow as tf
 
         splits = node.get("splits")
@@ -213,8 +202,21 @@ class TensorDecoding:
         splits = [self.array(k) for k in splits]
         if any(s.dtype.name not in SPLIT_DTYPES or s.ndim != 1 for s in splits):
             _fail("row splits that are not a vector of int32 or int64")
+        uniform = node.get("uniform", [None] * len(splits))
+        if not isinstance(uniform, list) or len(uniform) != len(splits):
+            _fail("a ragged tensor without a uniform row length (or None) for each level")
         values = self._tf_values(node.get("v"), depth)
-        return tf.RaggedTensor.from_nested_row_splits(values, splits, validate=True)
+        for split, length in zip(reversed(splits), reversed(uniform), strict=True):  # the innermost first
+            if length is None:
+                values = tf.RaggedTensor.from_row_splits(values, split, validate=True)
+                continue
+            if type(length) is not int or not 0 <= length < 1 << 31:  # (so the products below fit)
+                _fail(f"a uniform row length that is not a non-negative int: {str(length)[:80]}")
+            if not np.array_equal(split, np.arange(len(split), dtype=np.int64) * length):
+                _fail(f"a uniform row length {str(length)[:80]} that is not its row splits'")
+            length, rows = (tf.constant(n, tf.as_dtype(split.dtype)) for n in (length, len(split) - 1))
+            values = tf.RaggedTensor.from_uniform_row_length(values, length, nrows=rows, validate=True)
+        return values
 
     def _tf_sparse(self, node, depth):
         import tensorflow as tf
@@ -227,7 +229,8 @@ class TensorDecoding:
         rank = shape.shape[0] if shape.ndim == 1 else -1
         if rank < 0 or values.shape.rank != 1 or indices.shape != (values.shape[0], rank):
             _fail("a sparse tensor whose indices, values and dense shape do not match")
-        _dims(shape.tolist())
+        if math.prod(_dims(shape.tolist())) > MAX_VIRTUAL_NUMEL:
+            _fail(f"a sparse tensor of more than {MAX_VIRTUAL_NUMEL} elements")
         if ((indices < 0) | (indices >= shape)).any():
             _fail("a sparse tensor with an index out of its dense shape")
         return tf.SparseTensor(indices, values, shape)
