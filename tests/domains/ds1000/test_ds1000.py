@@ -10,6 +10,7 @@ from recreate.domains import get_domain
 from recreate.domains.common import DomainDataError
 from recreate.domains.ds1000.domain import inserts_into_function_body, normalize_solution
 from recreate.domains.selftest import run_selftest
+from tests.domains.ds1000.problems import TEST_EXECUTION
 
 BODY_CONTEXT = 'exec_context = r"""\nimport numpy as np\ndef f(a):\n[insert]\nresult = f(a)\n"""\n'
 PLAIN_CONTEXT = 'exec_context = r"""\nimport numpy as np\na = test_input\n[insert]\n"""\n'
@@ -141,7 +142,8 @@ def test_shadowing_runaway_and_vanishing_solutions(ds1000_env, bwrap, tmp_path):
 
 
 SENTINEL_PARTS = ("SENT", "INEL-3b9c")  # joined only at run time, so no file holds it but the test context
-TOY_CONTEXT = f'''
+TOY_CONTEXT = (
+    f'''
 import numpy as np
 
 def generate_test_case(test_case_id):
@@ -158,15 +160,9 @@ import numpy as np
 a = test_input
 [insert]
 """
-
-def test_execution(solution: str):
-    code = exec_context.replace("[insert]", solution)
-    for i in range(2):
-        test_input, expected_result = generate_test_case(i + 1)
-        test_env = {{"test_input": test_input}}
-        exec(code, test_env)
-        assert exec_test(test_env["result"], expected_result)
 '''
+    + TEST_EXECUTION
+)
 FORGERIES = {
     "frame walk to the checker, a passing line, exit 0": (
         "import sys, os, json\nf = sys._getframe()\nwhile f is not None:\n"
@@ -199,7 +195,8 @@ FORGERIES = {
 }
 
 
-LOCAL_CLASS_CONTEXT = '''
+LOCAL_CLASS_CONTEXT = (
+    '''
 import numpy as np
 
 def generate_test_case(test_case_id):
@@ -218,15 +215,9 @@ import numpy as np
 box = test_input
 [insert]
 """
-
-def test_execution(solution: str):
-    code = exec_context.replace("[insert]", solution)
-    for i in range(2):
-        test_input, expected_result = generate_test_case(i + 1)
-        test_env = {"test_input": test_input}
-        exec(code, test_env)
-        assert exec_test(test_env["result"], expected_result)
 '''
+    + TEST_EXECUTION
+)
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,7 @@ from recreate.domains.ds1000.env import (
 from recreate.domains.ds1000.judge import needed_modules
 from recreate.evaluation.preflight import PreflightError, preflight
 from recreate.evaluation.rollout import ERROR_KEY, REASON_KEY, Rollouts
+from tests.domains.ds1000.problems import TEST_EXECUTION
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -48,14 +49,6 @@ import numpy as np
 a = test_input
 [insert]
 """
-
-def test_execution(solution: str):
-    code = exec_context.replace("[insert]", solution)
-    for i in range(2):
-        test_input, expected_result = generate_test_case(i + 1)
-        test_env = {{"test_input": test_input}}
-        exec(code, test_env)
-        assert exec_test(test_env["result"], expected_result)
 '''
 
 
@@ -72,7 +65,7 @@ def problem(problem_id: int, *, imports: str = "", generate: str = "pass") -> di
         "prompt": "double the array",
         "reference_code": "result = a * 2",
         "metadata": {"problem_id": problem_id, "library": "Numpy", "perturbation_origin_id": problem_id},
-        "code_context": CONTEXT.format(imports=imports, generate=generate),
+        "code_context": CONTEXT.format(imports=imports, generate=generate) + TEST_EXECUTION,
     }
 
 
