@@ -31,6 +31,7 @@ from recreate.domains.ds1000.env import (
     MPL_CACHE,
     default_env_path,
     env_python,
+    groups_for,
     installed_extras,
     is_ready,
     missing_modules,
@@ -134,7 +135,8 @@ class DS1000Domain(TaskFileDomain):
         self._contexts: dict[str, str] = {}  # hidden test code, kept out of Task so no agent sees it
         self._checkers: dict[int, CheckerServer] = {}
         self._checkers_lock = threading.Lock()
-        self._needs: dict[str, set[str]] | None = None  # task id -> modules it needs that the env lacks
+        self._modules: dict[str, set[str]] | None = None  # task id -> the modules its test needs
+        self._lacking: dict[str, set[str]] | None = None  # task id -> those the environment lacks
         plan = SplitPlan(seed=seed, train=train, val=val)
         super().__init__(data, lambda path: _load_file(path, self._contexts), plan)
 
@@ -146,18 +148,19 @@ class DS1000Domain(TaskFileDomain):
     def _environment_problem(self, task_ids: Iterable[str]) -> str | None:
         if self.env is None:
             return None
+        needs = self._needed()
         if not is_ready(self.env):
+            groups = groups_for(set().union(*(needs.get(key, set()) for key in task_ids)))
+            command = "recreate domain setup ds1000" + (f" --with {','.join(groups)}" if groups else "")
             return (
-                f"the DS-1000 environment is missing at {self.env}; build it with "
-                "`recreate domain setup ds1000` (or scripts/ds1000_env.sh), or pass env=PATH"
+                f"the DS-1000 environment is missing at {self.env}; build it with `{command}` (or "
+                "scripts/ds1000_env.sh), or pass env=PATH"
             )
         with self._checkers_lock:
-            if self._needs is None:  # probed once: the environment does not change under a run
-                library = {task.id: task.metadata.get("library") for task in self.tasks("all")}
-                needs = {key: needed_modules(code, library.get(key)) for key, code in self._contexts.items()}
+            if self._lacking is None:  # probed once: the environment does not change under a run
                 missing = set(missing_modules(self.env, set().union(*needs.values())))
-                self._needs = {key: modules & missing for key, modules in needs.items() if modules & missing}
-        lacking = {key: self._needs[key] for key in sorted(task_ids) if key in self._needs}
+                self._lacking = {key: found & missing for key, found in needs.items() if found & missing}
+        lacking = {key: self._lacking[key] for key in sorted(task_ids) if key in self._lacking}
         if not lacking:
             return None
         modules = sorted(set().union(*lacking.values()))
@@ -167,6 +170,15 @@ class DS1000Domain(TaskFileDomain):
             f"{who} {', '.join(modules)}, which the DS-1000 environment at {self.env} lacks; "
             f"{setup_hint(self.env, modules)}"
         )
+
+    def _needed(self) -> dict[str, set[str]]:
+        """Task id -> the top-level modules its test needs (read from the tests once)."""
+        with self._checkers_lock:
+            if self._modules is None:
+                library = {task.id: task.metadata.get("library") for task in self.tasks("all")}
+                contexts = self._contexts.items()
+                self._modules = {key: needed_modules(code, library.get(key)) for key, code in contexts}
+            return self._modules
 
     def evaluate(self, task: Task, submission: str | None, sandbox: Sandbox) -> Evaluation:
         problem = submission_problem(task, submission)

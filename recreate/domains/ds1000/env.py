@@ -105,10 +105,15 @@ def missing_modules(env: Path, modules: Iterable[str]) -> list[str]:
     return json.loads(probe.stdout)
 
 
+def groups_for(modules: Iterable[str]) -> list[str]:
+    """The library groups that provide `modules` (top-level names; those of no group are left out)."""
+    return sorted({MODULE_EXTRAS[m] for m in modules if m in MODULE_EXTRAS})
+
+
 def setup_hint(env: Path, modules: Iterable[str]) -> str:
     """How to get `modules` into the environment: the setup command with their library groups, or to
     leave their tasks out when no group provides them."""
-    groups = sorted({MODULE_EXTRAS[m] for m in modules if m in MODULE_EXTRAS})
+    groups = groups_for(modules)
     if groups and all(m in MODULE_EXTRAS for m in modules):
         return f"add them with `recreate domain setup ds1000 --with {','.join(groups)} --path {env}`"
     return "no library group of the pinned environment provides them: leave those tasks out of the data"

@@ -122,6 +122,18 @@ def test_a_task_needs_what_its_test_and_its_solutions_sandbox_import_and_its_lib
     assert needed_modules("this is no python (", "Tensorflow") == {"tensorflow"}
 
 
+def test_an_environment_not_built_is_named_with_the_groups_the_tasks_need(tmp_path):
+    torch_task = problem(5) | {"metadata": {"problem_id": 5, "library": "Pytorch"}}
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps(problem(1)) + "\n" + json.dumps(torch_task) + "\n")
+    why = get_domain("ds1000", data=path, env=tmp_path / "absent").environment_problem()
+    assert why.startswith(f"the DS-1000 environment is missing at {tmp_path / 'absent'}; build it with")
+    assert "`recreate domain setup ds1000 --with pytorch`" in why
+    path.write_text(json.dumps(problem(1)) + "\n")
+    plain = get_domain("ds1000", data=path, env=tmp_path / "absent").environment_problem()
+    assert "`recreate domain setup ds1000`" in plain
+
+
 def test_the_probe_names_the_top_level_modules_the_env_lacks(ds1000_env):
     asked = ["torch.nn.functional", "tensorflow", "numpy", "no_such_library_9f2.sub", "keras"]
     assert missing_modules(ds1000_env, asked) == ["no_such_library_9f2"]
