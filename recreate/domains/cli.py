@@ -133,7 +133,9 @@ def setup_command(
     domain: str = typer.Argument(..., help="domain whose environment to build (ds1000, repo)"),
     path: Path | None = typer.Option(None, "--path", help="where (default: <RECREATE_HOME>/envs/ds1000)"),
     python: str | None = typer.Option(None, "--python", help="a Python 3.11 to base it on"),
-    data: Path | None = typer.Option(None, "--data", help="repo: the instances whose environments to build"),
+    data: Path | None = typer.Option(
+        None, "--data", help="the tasks whose environments to build (repo), whose libraries to add (ds1000)"
+    ),
     groups: str = typer.Option(
         "", "--with", help="ds1000: optional library groups to add, comma-separated: pytorch, tensorflow, all"
     ),
@@ -150,7 +152,7 @@ def setup_command(
     elif domain == "ds1000":
         from recreate.domains.ds1000.cli import setup_ds1000
 
-        setup_ds1000(path, python, groups, console)
+        setup_ds1000(path, python, groups, data, console)
     else:
         echo(f"domain {domain!r} needs no environment setup")
 

@@ -13,11 +13,18 @@ from recreate.domains.ds1000.env import EXTRAS, default_env_path, ensure_env
 from recreate.envbuild import EnvBuildError
 
 
-def setup_ds1000(path: Path | None, python: str | None, groups: str, console: Console) -> None:
+def setup_ds1000(
+    path: Path | None, python: str | None, groups: str, data: Path | None, console: Console
+) -> None:
     """Build the pinned DS-1000 venv at `path` (default: <RECREATE_HOME>/envs/ds1000) unless it is there
-    with the optional library `groups` ("pytorch,tensorflow", "all")."""
+    with the optional library `groups` ("pytorch,tensorflow", "all") and those the tasks in `data` need."""
     extras = parse_groups(groups)
     target = path or default_env_path(load_settings().home)
+    if data is not None:
+        from recreate.domains.ds1000.domain import DS1000Domain  # (its imports: only when data is given)
+
+        needed = DS1000Domain(data, env=target).needed_groups()
+        extras = sorted(set(extras) | set(needed))
     try:
         ready = ensure_env(target, python=python, echo=console.print, extras=extras)
     except EnvBuildError as exc:

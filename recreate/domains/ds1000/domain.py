@@ -171,6 +171,10 @@ class DS1000Domain(TaskFileDomain):
             f"{setup_hint(self.env, modules)}"
         )
 
+    def needed_groups(self) -> list[str]:
+        """The environment's optional library groups these tasks need (`recreate domain setup --data`)."""
+        return groups_for(set().union(*self._needed().values()))
+
     def _needed(self) -> dict[str, set[str]]:
         """Task id -> the top-level modules its test needs (read from the tests once)."""
         with self._checkers_lock:

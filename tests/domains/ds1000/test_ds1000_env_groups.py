@@ -106,6 +106,22 @@ def test_a_group_that_does_not_exist_is_refused_in_one_line(tmp_path):
     assert not (tmp_path / "e").exists()
 
 
+def test_setup_with_data_adds_the_groups_its_tasks_need(tmp_path):
+    torch_task = problem(5) | {"metadata": {"problem_id": 5, "library": "Pytorch"}}
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps(problem(1)) + "\n" + json.dumps(torch_task) + "\n")
+
+    def setup(env: Path, *args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "recreate", "domain", "setup", "ds1000", "--data", str(tasks)]
+        return subprocess.run([*command, "--path", str(env), *args], capture_output=True, text=True, cwd=REPO)
+
+    done = setup(fake_env(tmp_path / "built", requirements(["pytorch"])))
+    assert done.returncode == 0 and "DS-1000 environment ready" in done.stdout, done.stderr
+    # an env without the group is rebuilt with it (here on a Python that fails at once)
+    done = setup(fake_env(tmp_path / "base", list(REQUIREMENTS)), "--python", "/bin/false")
+    assert done.returncode == 1 and "building the DS-1000 environment with pytorch in" in done.stdout
+
+
 def test_the_hint_names_the_groups_that_provide_the_missing_modules(tmp_path):
     env = tmp_path / "env"
     assert f"`recreate domain setup ds1000 --with pytorch --path {env}`" in setup_hint(env, ["torch"])
