@@ -113,9 +113,11 @@ def groups_for(modules: Iterable[str]) -> list[str]:
 def setup_hint(env: Path, modules: Iterable[str]) -> str:
     """How to get `modules` into the environment: the setup command with their library groups, or to
     leave their tasks out when no group provides them."""
+    modules = list(modules)
     groups = groups_for(modules)
     if groups and all(m in MODULE_EXTRAS for m in modules):
-        return f"add them with `recreate domain setup ds1000 --with {','.join(groups)} --path {env}`"
+        them = "it" if len(modules) == 1 else "them"
+        return f"add {them} with `recreate domain setup ds1000 --with {','.join(groups)} --path {env}`"
     return "no library group of the pinned environment provides them: leave those tasks out of the data"
 
 
