@@ -142,7 +142,7 @@ def verdict(instance: RepoInstance, run: TestRun, timeout: float) -> Evaluation:
         changed = ", ".join(report["tampered"][:5])
         return zero(
             f"refused: the test framework was changed while the tests ran ({changed}); a fix must not "
-            "patch pytest, pluggy or their report objects",
+            "patch pytest, unittest, the tests' own helpers or the runner's record",
             **details,
         )
     if report.get("channel_error"):

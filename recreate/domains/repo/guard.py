@@ -16,8 +16,9 @@ functions or registered a plugin is refused). This module refuses the rest by re
 - Python code (outside the test files, which the judge puts back) that introduces into a file a
   reference to the test framework's internals, the import machinery (sys.modules), atexit, builtins,
   os._exit, os.exec*, frames or gc walking, dynamic code (exec/eval/__import__/importlib/runpy), ctypes,
-  /proc, or the judge's names (`import __main__` reaches the runner). A file that already used the
-  name (pytest's own repository, a project's import hooks) may keep using it.
+  /proc, names computed with getattr on gc, sys, inspect or os, or the judge's names (`import __main__`
+  reaches the runner). A file that already used the name (pytest's own repository, a project's import
+  hooks) may keep its uses (a fix may rewrite such a line), but a patch may not add more.
 
 Residual risk: this is a static check, and code run in process can always do what Python allows; a
 determined obfuscation (e.g. getattr chains over objects the project already imports) is not proven
@@ -69,6 +70,10 @@ FORBIDDEN = (
         "dynamic code",
     ),
     (re.compile(r"\bctypes\b"), "ctypes"),
+    (
+        re.compile(r"\bgetattr\s*\(\s*(gc|sys|inspect|os|builtins)\s*,"),
+        "names computed on gc, sys, inspect or os",
+    ),
     (re.compile(r"/proc\b"), "/proc"),
     (
         re.compile(
@@ -91,6 +96,7 @@ class FileChange:
     binary: bool = False  # a GIT binary patch: its content is not in the added lines
     added: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)  # context and removed lines: the file as it was
+    removed: list[str] = field(default_factory=list)
 
 
 def unquote(name: str) -> str:
@@ -161,6 +167,8 @@ def parse(patch: str) -> list[FileChange]:
             current.added.append(line[1:])
         elif line[:1] in ("-", " "):
             current.kept.append(line[1:])
+            if line[:1] == "-":
+                current.removed.append(line[1:])
     return [c for c in changes if c.path]
 
 
@@ -232,10 +240,13 @@ def refusal(patch: str, tree: bytes | None, pythonpath: tuple[str, ...] = (".",)
         ):
             continue  # test files are put back before the tests run: changing them changes nothing
         before = base_texts.get(change.path, "\n".join(change.kept))
-        added = "\n".join(change.added)
+        added, removed = "\n".join(change.added), "\n".join(change.removed)
         for pattern, what in FORBIDDEN:
             found = pattern.search(added)
-            if found and not pattern.search(before):
+            # a file that used the name may keep its uses (a fix may rewrite such a line), not add more
+            if found and (
+                not pattern.search(before) or len(pattern.findall(added)) > len(pattern.findall(removed))
+            ):
                 return (
                     f"{change.path}: the patch adds code that reaches for {what} ({found.group(0)!r}); a fix "
                     "of the library must not touch the test run or the judge"

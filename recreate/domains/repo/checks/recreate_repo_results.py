@@ -23,6 +23,7 @@ the process) never matches how the process ended. With "trace" it also records t
 repository that the tests call (the task builder mutates only those).
 """
 
+import ast
 import json
 import os
 import sys
@@ -31,7 +32,8 @@ import types
 import pytest  # this file's folder holds nothing else, and no folder of the repository is on the path yet
 
 _RANK = {"passed": 0, "skipped": 1, "failed": 2}
-_WATCHED = ("_pytest", "pluggy", "pytest")  # their functions and classes
+_WATCHED = ("_pytest", "pluggy", "pytest", "unittest", "doctest")  # their functions and classes
+_TESTING = ("testing", "_testing")  # a module named so (numpy.testing...): its asserts are watched too
 _KEPT = ("json",)  # what the report is written with: every attribute
 TAMPERED_EXIT = 99  # not one of pytest's exit codes (0-5)
 _MISSING = object()
@@ -47,9 +49,10 @@ def _watched_modules():
     """(name, module, every attribute?) for pytest, pluggy, json and this file's own module."""
     modules = [(__name__, sys.modules[__name__], True)]
     for name, module in list(sys.modules.items()):
-        top = name.split(".")[0]
-        if isinstance(module, types.ModuleType) and top in _WATCHED + _KEPT:
-            modules.append((name, module, top in _KEPT))
+        parts = name.split(".")
+        watched = parts[0] in _WATCHED + _KEPT or any(part in _TESTING for part in parts)
+        if isinstance(module, types.ModuleType) and watched:
+            modules.append((name, module, parts[0] in _KEPT))
     return modules
 
 
@@ -91,6 +94,7 @@ class Results:
         self.plugins = None
         self.pluginmanager = None
         self.loaded_from_repo = []  # plugins the repository's packaging metadata made pytest load
+        self.fields = self._fields()  # what the outcomes are kept in: replacing them forges the report
 
     def pytest_configure(self, config):
         self.pluginmanager = config.pluginmanager
@@ -132,9 +136,15 @@ class Results:
             if self.trace:
                 sys.setprofile(None)
 
+    def _fields(self):
+        return [(id(value), type(value)) for value in (self.tests, self.messages, self.collect_errors)]
+
     def tampered(self):
         changed = self.changes(self.framework, self.state_of(self.modules), self.every)
         changed += self.loaded_from_repo
+        if self._fields() != self.fields:
+            changed.append("the runner's record of the outcomes was replaced")
+        changed += _replaced_in_test_modules(self.root)
         if self.pluginmanager is not None and self.plugins is not None:
             for plugin in self.pluginmanager.get_plugins():
                 if id(plugin) not in self.plugins and not _legitimate_plugin(plugin):
@@ -150,6 +160,54 @@ class Results:
             "tampered": tampered,
             "exit": exit_code,
         }
+
+
+def _replaced_in_test_modules(root, modules=sys.modules, realpath=os.path.realpath, vars=vars, list=list):
+    """Functions and classes the test files define (tests, their helpers, conftest.py: the judge puts
+    those files back) that now hold one made in a library file of the repository: patched library code
+    reached into the tests (e.g. replaced an assertion helper). What this calls is bound at import,
+    before any tested code runs."""
+    found = []
+    for name, module in list(modules.items()):
+        path = realpath(getattr(module, "__file__", None) or "")
+        if not path.startswith(root) or not path.endswith(".py") or not _is_test_file(path[len(root) :]):
+            continue
+        namespace = vars(module)
+        for attribute in _defined_names(path):
+            origin = _origin(namespace.get(attribute))
+            if origin and origin.startswith(root) and not _is_test_file(origin[len(root) :]):
+                found.append(f"{name}.{attribute} replaced by code of {origin[len(root) :]}")
+    return found
+
+
+def _defined_names(path, parse=ast.parse, kinds=(ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+    """The names a module's file binds with a top-level def or class (the file as the judge put it back)."""
+    try:
+        with open(path, "rb") as handle:
+            tree = parse(handle.read())
+    except (OSError, SyntaxError, ValueError):
+        return []
+    return [node.name for node in tree.body if isinstance(node, kinds)]
+
+
+def _origin(value, realpath=os.path.realpath, modules=sys.modules, function=types.FunctionType):
+    """The file a function (unwrapped) or class was made in, or None."""
+    while isinstance(getattr(value, "__wrapped__", None), function):
+        value = value.__wrapped__
+    if isinstance(value, function):
+        return realpath(value.__code__.co_filename)
+    if isinstance(value, type):
+        return realpath(getattr(modules.get(value.__module__), "__file__", None) or "") or None
+    return None
+
+
+def _is_test_file(relative):
+    """As the judge reads it (guard.TEST_FILE, TEST_DIRS): a file it puts back before the run."""
+    parts = relative.replace(os.sep, "/").split("/")
+    name = parts[-1]
+    if name == "conftest.py" or name.startswith("test_") or name.endswith("_test.py"):
+        return True
+    return any(part in ("tests", "test", "testing") for part in parts[:-1])
 
 
 def _legitimate_plugin(plugin):
