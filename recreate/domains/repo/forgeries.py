@@ -63,6 +63,31 @@ def _always_passed(self, *args, **kwargs):
 _reports.TestReport.__init__ = _always_passed
 """
 
+# library code that switches off unittest's assertions (suites of unittest.TestCase classes then pass)
+UNITTEST_OFF = """
+
+import unittest as _unittest
+
+for _name in dir(_unittest.TestCase):
+    if _name.startswith(("assert", "fail")):
+        setattr(_unittest.TestCase, _name, lambda *args, **kwargs: None)
+"""
+# library code that finds the runner's record of outcomes through gc and swaps in one that says "passed"
+RECORD_SWAP = """
+
+import gc as _gc
+
+
+class _AllPassed(dict):
+    def __setitem__(self, key, value):
+        super().__setitem__(key, "passed")
+
+
+for _found in _gc.get_objects():
+    if hasattr(_found, "tests") and hasattr(_found, "collect_errors"):
+        _found.tests = _AllPassed(_found.tests)
+"""
+
 
 def new_file_patch(path: str, content: str) -> str:
     lines = content.splitlines()
@@ -99,5 +124,10 @@ def forgeries(gold: str, tree: bytes | None) -> dict[str, str]:
         "a root module shadowing the standard library": new_file_patch("shlex.py", STDLIB_SHADOW),
     }
     if tree is not None:
-        out["library code that makes every pytest report pass"] = appended_patch(gold, tree, REPORT_PATCH)
+        library = {
+            "library code that makes every pytest report pass": REPORT_PATCH,
+            "library code that switches off unittest's assertions": UNITTEST_OFF,
+            "library code that swaps the runner's record through gc": RECORD_SWAP,
+        }
+        out |= {name: appended_patch(gold, tree, code) for name, code in library.items()}
     return {name: patch for name, patch in out.items() if patch}
