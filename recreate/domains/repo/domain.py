@@ -183,6 +183,9 @@ class RepoDomain(TaskFileDomain):
         except SnapshotError as exc:
             return zero(str(exc))
         patch = clean_patch(submission or "")
+        if not patch.isascii() and not _utf8(patch):
+            reason = "the patch holds characters no UTF-8 file can (unpaired surrogates): submit plain text"
+            return zero(reason, repo=instance.repo)
         refused = refusal(patch, tree, instance.environment.pythonpath)
         if refused:
             return zero("refused: " + refused, repo=instance.repo)
@@ -199,7 +202,10 @@ class RepoDomain(TaskFileDomain):
             run.error += unreadable_hint(
                 env, "build it elsewhere: RECREATE_HOME=/opt/recreate recreate domain setup repo"
             )
-        return verdict(instance, run, self.timeout)
+        judged = verdict(instance, run, self.timeout)
+        if not judged.passed and judged.feedback.startswith("the patch does not apply") and no_prefix(patch):
+            judged.feedback += "\nIts paths lack git's a/ and b/ prefixes (`git diff --no-prefix`?)."
+        return judged
 
     def wrong_submissions(self, task: Task) -> list[str]:
         """Patches that must never resolve: none at all, the gold fix undone, a conftest.py that reports
@@ -227,3 +233,17 @@ class RepoDomain(TaskFileDomain):
             "standard library or pytest, packaging metadata or compiled modules, or code that reaches for "
             "pytest's internals, sys.modules, atexit, builtins, os._exit, exec/eval or the judge."
         )
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def no_prefix(patch: str) -> bool:
+    """The diff names its files without git's a/ and b/ prefixes (as `git diff --no-prefix` writes)."""
+    targets = [line[4:] for line in patch.splitlines() if line.startswith("+++ ") and line[4:] != "/dev/null"]
+    return bool(targets) and not any(target.lstrip('"').startswith("b/") for target in targets)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import io
 import json
+import re
 import socket
 import tarfile
 
@@ -163,3 +164,13 @@ def test_bad_rows_name_the_file_line_and_fix(tmp_path):
     data.write_text(json.dumps(row) + "\n")
     with pytest.raises(DomainDataError, match=r"bad.jsonl:1: snapshot .*nope.bundle does not exist"):
         get_domain("repo", data=data)
+
+
+def test_a_patch_without_a_b_prefixes_or_with_surrogates_fails_saying_why(domain, bwrap):
+    task = domain.tasks()[0]
+    bare = re.sub(r"^(---|\+\+\+) [ab]/", r"\1 ", task.reference, flags=re.MULTILINE)
+    bare = re.sub(r"^diff --git a/(\S+) b/(\S+)", r"diff --git \1 \2", bare, flags=re.MULTILINE)
+    unapplied = domain.evaluate(task, bare, bwrap)
+    assert not unapplied.passed and "lack git's a/ and b/ prefixes" in unapplied.feedback, unapplied.feedback
+    broken = domain.evaluate(task, task.reference + "+# \udcff\n", bwrap)
+    assert not broken.passed and "unpaired surrogates" in broken.feedback
