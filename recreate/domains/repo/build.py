@@ -138,6 +138,11 @@ class Builder:
         )
         if not passing:
             tail = (plain.report or {}).get("output_tail", "") or plain.stderr
+            if not outcomes[1] and not (plain.report or {}).get("collect_errors"):
+                raise BuildError(
+                    "pytest finds no tests in this sdist (many packages leave their tests out of it): "
+                    f"pick a package or version whose sdist ships them; pytest said:\n{tail[-500:]}"
+                )
             raise BuildError(f"no test of the suite passes in the sandbox; pytest said:\n{tail[-1500:]}")
         covered: dict[str, set[int]] = defaultdict(set)
         for path, line in (traced.report or {}).get("covered", []):

@@ -88,11 +88,11 @@ def test_window():
 }
 
 
-def write_sdist(folder: Path) -> Path:
+def write_sdist(folder: Path, sources: dict[str, str] = SOURCES) -> Path:
     """tinycalc-0.1.tar.gz: the layout of a real sdist (one top folder, tests shipped)."""
     target = folder / "tinycalc-0.1.tar.gz"
     with tarfile.open(target, "w:gz") as tar:
-        for name, text in sorted(SOURCES.items()):
+        for name, text in sorted(sources.items()):
             data = text.encode()
             info = tarfile.TarInfo(f"tinycalc-0.1/{name}")
             info.size, info.mode, info.mtime = len(data), 0o644, 0

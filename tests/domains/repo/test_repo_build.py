@@ -124,3 +124,17 @@ def test_unpinned_or_unknown_sources_are_clear_errors(tmp_path):
         fetch_sdist("tinycalc", tmp_path)
     done = cli("build", "math", "--from", "x==1")
     assert done.exit_code != 0 and "only repo" in done.output
+
+
+def test_an_sdist_without_tests_is_named_so(repo_envs, bwrap, tmp_path):
+    from recreate.domains.repo.build import Builder
+    from tests.domains.repo.helpers import write_sdist
+
+    work = public_dir("recreate-repo-no-tests-")
+    try:
+        without_tests = {name: text for name, text in SOURCES.items() if not name.startswith("tests/")}
+        sdist = write_sdist(work, without_tests)
+        with pytest.raises(BuildError, match="pytest finds no tests in this sdist"):
+            Builder(bwrap, seed=0, echo=lambda _: None).build(str(sdist), work / "data", n=1)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
