@@ -183,7 +183,7 @@ class RepoDomain(TaskFileDomain):
         except SnapshotError as exc:
             return zero(str(exc))
         patch = clean_patch(submission or "")
-        if not patch.isascii() and not _utf8(patch):
+        if not patch.isascii() and any("\ud800" <= char <= "\udfff" for char in patch):
             reason = "the patch holds characters no UTF-8 file can (unpaired surrogates): submit plain text"
             return zero(reason, repo=instance.repo)
         refused = refusal(patch, tree, instance.environment.pythonpath)
@@ -233,14 +233,6 @@ class RepoDomain(TaskFileDomain):
             "standard library or pytest, packaging metadata or compiled modules, or code that reaches for "
             "pytest's internals, sys.modules, atexit, builtins, os._exit, exec/eval or the judge."
         )
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def no_prefix(patch: str) -> bool:
