@@ -68,6 +68,15 @@ EMPTY_ANSWERS = (
     ("scipy.sparse", "scipy.sparse.csr_matrix((0, 0))"),
     ("", "None"),
 )
+# a Pytorch or Tensorflow problem's empty answers are tensors: `(result == ans).all()` holds for one of size 0
+LIBRARY_EMPTY_ANSWERS = {
+    "Pytorch": (("torch", "torch.tensor([])"), ("torch", "torch.empty(0, 3)"), ("", "[]")),
+    "Tensorflow": (
+        ("tensorflow as tf", "tf.constant([])"),
+        ("tensorflow as tf", "tf.zeros((0, 3))"),
+        ("", "[]"),
+    ),
+}
 _MARKER_LINES = {
     "<code>",
     "</code>",
@@ -101,9 +110,9 @@ def normalize_solution(solution: str, code_context: str) -> str:
     return solution
 
 
-def empty_answer(kind: int, function_body: bool) -> str:
-    """The solution that answers `EMPTY_ANSWERS[kind]`, as a function body or as `result = ...`."""
-    module, value = EMPTY_ANSWERS[kind]
+def empty_answer(kind: int, function_body: bool, answers: tuple[tuple[str, str], ...] = EMPTY_ANSWERS) -> str:
+    """The solution that answers `answers[kind]`, as a function body or as `result = ...`."""
+    module, value = answers[kind]
     imports = f"import {module}\n" if module else ""
     if function_body:
         return textwrap.indent(f"{imports}return {value}", "    ")
@@ -281,7 +290,8 @@ class DS1000Domain(TaskFileDomain):
         size-0 broadcast; for a function body, also one that does nothing (an empty body would fail to
         compile, which says little about the tests)."""
         body = inserts_into_function_body(self._contexts.get(task.id, ""))
-        empty = empty_answer(zlib.crc32(task.id.encode()) % len(EMPTY_ANSWERS), body)
+        answers = LIBRARY_EMPTY_ANSWERS.get(task.metadata.get("library"), EMPTY_ANSWERS)
+        empty = empty_answer(zlib.crc32(task.id.encode()) % len(answers), body, answers)
         return ["    pass", empty] if body else [empty]
 
     def describe(self) -> str:

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from recreate.domains import get_domain
+from recreate.domains.ds1000.domain import LIBRARY_EMPTY_ANSWERS, empty_answer
 from tests.domains.ds1000.problems import TEST_EXECUTION
 
 # DS-1000-style problems (written for these tests), in the dataset's jsonl format
@@ -224,6 +225,27 @@ x = test_input
 [insert]
 """
 '''
+ROW_MAX = '''
+import torch
+
+
+def generate_test_case(test_case_id):
+    torch.random.manual_seed(test_case_id)
+    x = torch.randint(0, 50, (4, 5))
+    return x, x.max(dim=1).values
+
+
+def exec_test(result, ans):
+    assert bool((result == ans).all())  # a result of size 0 broadcasts: the checker's guard fails it
+    return 1
+
+
+exec_context = r"""
+import torch
+x = test_input
+[insert]
+"""
+'''
 PROBLEMS = {  # problem id: (library, code_context, reference_code)
     1: ("Pytorch", STACK, "result = torch.stack(list_of_tensors)"),
     2: ("Pytorch", GATHER, "result = scores.gather(1, ids.unsqueeze(1)).squeeze(1)"),
@@ -231,6 +253,7 @@ PROBLEMS = {  # problem id: (library, code_context, reference_code)
     4: ("Tensorflow", ROW_SUMS, "    return tf.reduce_sum(x, axis=1)"),
     5: ("Pytorch", CONTIGUOUS, "result = x.t().contiguous()"),  # the strides cross: x.t() is no answer
     6: ("Pytorch", TOPK, "result = torch.topk(x, 3, dim=1)"),  # torch.return_types.topk comes back as one
+    7: ("Pytorch", ROW_MAX, "result = x.max(dim=1).values"),
 }
 
 
@@ -294,3 +317,19 @@ def test_tensor_problems_judge_the_dtype_where_the_check_does(tensor_domain, bwr
     assert as_variable.passed, as_variable.feedback
     as_param = evaluate(1, "result = torch.nn.Parameter(torch.stack(list_of_tensors))")
     assert as_param.passed, as_param.feedback  # assert_close takes subclasses, as it would in DS-1000
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+def test_the_selftests_empty_tensors_fail_every_tensor_problem(tensor_domain, bwrap):
+    for problem_id, (library, _, reference) in PROBLEMS.items():
+        answers = LIBRARY_EMPTY_ANSWERS[library]
+        body = reference.startswith("    ")
+        for kind in range(len(answers)):
+            empty = tensor_domain.evaluate(
+                _task(tensor_domain, problem_id), empty_answer(kind, body, answers), bwrap
+            )
+            assert not empty.passed, (problem_id, answers[kind], empty.feedback)
+    broadcast = tensor_domain.evaluate(_task(tensor_domain, 7), "result = torch.tensor([])", bwrap)
+    assert "result is empty where the expected answer is not" in broadcast.feedback, broadcast.feedback
+    assert any("torch" in empty for empty in tensor_domain.wrong_submissions(_task(tensor_domain, 7)))
