@@ -29,7 +29,7 @@ def ds1000_env() -> Path:
     """The pinned DS-1000 venv with its optional library groups (PyTorch, TensorFlow), built once into a
     cache that outlives test runs (about 3 min online)."""
     from recreate.domains.common import others_can_read
-    from recreate.domains.ds1000.env import EXTRAS, EnvBuildError, ensure_env
+    from recreate.domains.ds1000.env import GROUPS, EnvBuildError, ensure_env
 
     if os.environ.get("RECREATE_DS1000_ENV"):
         target = Path(os.environ["RECREATE_DS1000_ENV"])
@@ -38,7 +38,7 @@ def ds1000_env() -> Path:
     else:
         target = REPO / ".recreate" / "envs" / "ds1000"
     try:
-        return ensure_env(target, extras=EXTRAS)
+        return ensure_env(target, extras=GROUPS)
     except EnvBuildError as exc:
         pytest.skip(f"cannot build the DS-1000 environment (offline without a wheelhouse?): {exc}")
 

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from recreate.config import load_settings
 from recreate.console import echo
-from recreate.domains.ds1000.env import EXTRAS, default_env_path, ensure_env
+from recreate.domains.ds1000.env import GROUPS, default_env_path, ensure_env
 from recreate.envbuild import EnvBuildError
 
 
@@ -36,9 +36,9 @@ def setup_ds1000(
 def parse_groups(text: str) -> list[str]:
     names = [name.strip().lower() for name in text.split(",") if name.strip()]
     if "all" in names:
-        return list(EXTRAS)
-    unknown = [name for name in names if name not in EXTRAS]
+        return list(GROUPS)
+    unknown = [name for name in names if name not in GROUPS]
     if unknown:
-        known = ", ".join([*EXTRAS, "all"])
+        known = ", ".join([*GROUPS, "all"])
         raise typer.BadParameter(f"unknown library group {unknown[0]!r}; known: {known}", param_hint="--with")
     return names

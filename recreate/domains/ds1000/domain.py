@@ -28,6 +28,7 @@ from recreate.domains.common import (
     zero,
 )
 from recreate.domains.ds1000.env import (
+    GROUPS,
     MPL_CACHE,
     default_env_path,
     env_python,
@@ -45,7 +46,6 @@ from recreate.sandbox.shell import DEFAULT_PATH
 REQUIRED_FIELDS = ("prompt", "reference_code", "metadata", "code_context")
 WORKDIR = "/workspace"
 SOLUTION_MAX_FILE_MB = 64  # also the most a solution's results may weigh
-GROUPS = {"pytorch": ("PyTorch", "torch 2.13"), "tensorflow": ("TensorFlow", "tensorflow 2.16")}  # env.EXTRAS
 # the checker's stages before the solution's results are read: a failure there is never the solution's
 SETUP_STAGES = ("loading the test context", "generating the test cases")
 CHECKER_CPU_SECONDS = 10**7  # the checker server lives as long as the domain; each job has its own alarm
@@ -144,6 +144,7 @@ class DS1000Domain(TaskFileDomain):
         self._contexts: dict[str, str] = {}  # hidden test code, kept out of Task so no agent sees it
         self._checkers: dict[int, CheckerServer] = {}
         self._checkers_lock = threading.Lock()
+        self._probe_lock = threading.Lock()  # guards the two tables below, each filled once
         self._modules: dict[str, set[str]] | None = None  # task id -> the modules its test needs
         self._lacking: dict[str, set[str]] | None = None  # task id -> those the environment lacks
         plan = SplitPlan(seed=seed, train=train, val=val)
@@ -165,7 +166,7 @@ class DS1000Domain(TaskFileDomain):
                 f"the DS-1000 environment is missing at {self.env}; build it with `{command}` (or "
                 "scripts/ds1000_env.sh), or pass env=PATH"
             )
-        with self._checkers_lock:
+        with self._probe_lock:
             if self._lacking is None:  # probed once: the environment does not change under a run
                 missing = set(missing_modules(self.env, set().union(*needs.values())))
                 self._lacking = {key: found & missing for key, found in needs.items() if found & missing}
@@ -186,7 +187,7 @@ class DS1000Domain(TaskFileDomain):
 
     def _needed(self) -> dict[str, set[str]]:
         """Task id -> the top-level modules its test needs (read from the tests once)."""
-        with self._checkers_lock:
+        with self._probe_lock:
             if self._modules is None:
                 library = {task.id: task.metadata.get("library") for task in self.tasks("all")}
                 contexts = self._contexts.items()
@@ -296,10 +297,10 @@ class DS1000Domain(TaskFileDomain):
 
     def describe(self) -> str:
         groups = [GROUPS[name] for name in (installed_extras(self.env) if self.env is not None else [])]
-        names = ["NumPy", "Pandas", "SciPy", "scikit-learn", "Matplotlib", *(name for name, _ in groups)]
+        names = ["NumPy", "Pandas", "SciPy", "scikit-learn", "Matplotlib", *(group.label for group in groups)]
         libraries = ", ".join(names[:-1]) + " and " + names[-1]
-        pins = ", ".join(["numpy 1.26, pandas 1.5.3, scipy 1.12, scikit-learn 1.4, matplotlib 3.8"])
-        pins = ", ".join([pins, *(pin for _, pin in groups)])
+        pins = "numpy 1.26, pandas 1.5.3, scipy 1.12, scikit-learn 1.4, matplotlib 3.8"
+        pins = ", ".join([pins, *(group.version for group in groups)])
         return (
             f"DS-1000: data-science coding problems for {libraries} (pinned: {pins}). Each task "
             "shows setup code that ends where the solution goes; the solution must usually assign the "

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 if __package__:
@@ -35,14 +36,31 @@ REQUIREMENTS = (
     "xgboost==2.0.3",
     "PyYAML==6.0.2",
 )
-# optional library groups (DS-1000's Pytorch and Tensorflow problems): `recreate domain setup ds1000 --with`.
-# On PyPI, Linux torch wheels bring CUDA libraries (GBs); a CPU-only wheel in pip's find-links is taken first.
-EXTRAS: dict[str, tuple[str, ...]] = {
-    "pytorch": ("torch==2.13.0",),
-    "tensorflow": ("tensorflow-cpu==2.16.1", "keras==3.15.1"),
+
+
+@dataclass(frozen=True)
+class LibraryGroup:
+    """An optional library group of the environment, for DS-1000's Pytorch or Tensorflow problems."""
+
+    pins: tuple[str, ...]
+    modules: tuple[str, ...]  # the top-level modules it provides, its library's first
+    library: str  # the name DS-1000's metadata["library"] gives its problems
+    label: str  # how the agent's description names it
+    version: str  # ... and its version
+
+
+# `recreate domain setup ds1000 --with NAME`. On PyPI, Linux torch wheels bring CUDA libraries (GBs); a
+# CPU-only wheel in pip's find-links is taken first.
+GROUPS: dict[str, LibraryGroup] = {
+    "pytorch": LibraryGroup(("torch==2.13.0",), ("torch",), "Pytorch", "PyTorch", "torch 2.13"),
+    "tensorflow": LibraryGroup(
+        ("tensorflow-cpu==2.16.1", "keras==3.15.1"),
+        ("tensorflow", "keras"),
+        "Tensorflow",
+        "TensorFlow",
+        "tensorflow 2.16",
+    ),
 }
-LIBRARY_MODULES = {"Pytorch": "torch", "Tensorflow": "tensorflow"}  # a task's metadata["library"] needs
-MODULE_EXTRAS = {"torch": "pytorch", "tensorflow": "tensorflow", "keras": "tensorflow"}
 PYTHON_VERSION = (3, 11)  # pandas 1.5.3 has no wheels for newer Pythons
 STAMP = ".recreate-ds1000-ready"
 MPL_CACHE = "mpl-cache"  # matplotlib font cache built once, copied into each sandbox HOME
@@ -59,11 +77,12 @@ def default_env_path(home: str | Path | None = None) -> Path:
 
 
 def requirements(extras: Iterable[str] = ()) -> list[str]:
-    """The pins of the base set and of `extras` (names of EXTRAS), in a fixed order."""
-    unknown = sorted(set(extras) - set(EXTRAS))
+    """The pins of the base set and of `extras` (names of GROUPS), in a fixed order."""
+    extras = set(extras)
+    unknown = sorted(extras - set(GROUPS))
     if unknown:
-        raise EnvBuildError(f"unknown DS-1000 library group {unknown[0]!r}; known: {', '.join(EXTRAS)}")
-    return [*REQUIREMENTS, *(pin for name in EXTRAS if name in extras for pin in EXTRAS[name])]
+        raise EnvBuildError(f"unknown DS-1000 library group {unknown[0]!r}; known: {', '.join(GROUPS)}")
+    return [*REQUIREMENTS, *(pin for name, group in GROUPS.items() if name in extras for pin in group.pins)]
 
 
 def installed_extras(env: Path) -> list[str]:
@@ -81,15 +100,11 @@ def _built_with(env: Path) -> list[str] | None:
     """The groups of a build with today's pins (the stamp's first line is the Python it was based on,
     then one pin per line); None when `env` is not such a build."""
     text = envbuild.stamp_text(env, STAMP)
-    pins = text.splitlines()[1:] if text is not None else None
-    return next((names for names in _subsets(EXTRAS) if pins == requirements(names)), None)
-
-
-def _subsets(names: Iterable[str]) -> list[list[str]]:
-    subsets: list[list[str]] = [[]]
-    for name in names:
-        subsets += [[*subset, name] for subset in subsets]
-    return subsets
+    if text is None:
+        return None
+    pins = text.splitlines()[1:]
+    names = [name for name, group in GROUPS.items() if set(group.pins) <= set(pins)]
+    return names if pins == requirements(names) else None
 
 
 def missing_modules(env: Path, modules: Iterable[str]) -> list[str]:
@@ -107,7 +122,13 @@ def missing_modules(env: Path, modules: Iterable[str]) -> list[str]:
 
 def groups_for(modules: Iterable[str]) -> list[str]:
     """The library groups that provide `modules` (top-level names; those of no group are left out)."""
-    return sorted({MODULE_EXTRAS[m] for m in modules if m in MODULE_EXTRAS})
+    modules = set(modules)
+    return [name for name, group in GROUPS.items() if modules & set(group.modules)]
+
+
+def library_module(library: str | None) -> str | None:
+    """The module a DS-1000 library name needs when a group provides it ("Pytorch": torch)."""
+    return next((group.modules[0] for group in GROUPS.values() if group.library == library), None)
 
 
 def setup_hint(env: Path, modules: Iterable[str]) -> str:
@@ -115,7 +136,7 @@ def setup_hint(env: Path, modules: Iterable[str]) -> str:
     leave their tasks out when no group provides them."""
     modules = list(modules)
     groups = groups_for(modules)
-    if groups and all(m in MODULE_EXTRAS for m in modules):
+    if groups and all(groups_for([m]) for m in modules):
         them = "it" if len(modules) == 1 else "them"
         return f"add {them} with `recreate domain setup ds1000 --with {','.join(groups)} --path {env}`"
     return "no library group of the pinned environment provides them: leave those tasks out of the data"
@@ -186,7 +207,7 @@ def _install(env: Path, log: Path, pins: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     python_help = "a Python 3.11 interpreter to base it on"
-    what, groups = "the pinned DS-1000 evaluation venv", ", ".join(EXTRAS)
+    what, groups = "the pinned DS-1000 evaluation venv", ", ".join(GROUPS)
     return envbuild.script_main(argv, what, python_help, ensure_env, groups=groups)
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from recreate.domains.common import tail
-from recreate.domains.ds1000.env import LIBRARY_MODULES
+from recreate.domains.ds1000.env import library_module
 from recreate.sandbox import fresh_session
 from recreate.sandbox.base import Result, Sandbox, SandboxError, SandboxSpec, Session
 
@@ -50,37 +50,44 @@ def imported_modules(code_contexts: Iterable[str]) -> list[str]:
     """Top-level modules the test contexts import, for the checker server to load once."""
     names: set[str] = set()
     for code in code_contexts:
-        try:
-            with warnings.catch_warnings():  # odd escapes in dataset strings: not ours to warn about
-                warnings.simplefilter("ignore")
-                tree = ast.parse(code)
-        except SyntaxError:
-            continue
-        for node in tree.body:
-            if isinstance(node, ast.Import):
-                names.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                names.add(node.module)
+        names |= _imports(_parse(code))
     return sorted(names)
 
 
 def needed_modules(code_context: str, library: str | None) -> set[str]:
     """The top-level modules a task's test needs: those its context imports, those its `exec_context`
     string imports (the solution's sandbox runs that), and its library's (metadata "Pytorch": torch)."""
-    sources = [code_context]
+    tree = _parse(code_context)
+    names = _imports(tree)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            targets = [target.id for target in node.targets if isinstance(target, ast.Name)]
+            if "exec_context" in targets:  # with the solution's place filled at the top level or in a def
+                for fill in ("pass", "    pass"):
+                    names |= _imports(_parse(str(node.value.value).replace("[insert]", fill)))
+    needed = library_module(library)
+    return {name.split(".")[0] for name in names} | ({needed} if needed else set())
+
+
+def _parse(code: str) -> ast.Module:
+    """`code`'s syntax tree; an empty module when it does not parse."""
     try:
         with warnings.catch_warnings():  # odd escapes in dataset strings: not ours to warn about
             warnings.simplefilter("ignore")
-            tree = ast.parse(code_context)
+            return ast.parse(code)
     except SyntaxError:
-        tree = ast.Module(body=[], type_ignores=[])
+        return ast.Module(body=[], type_ignores=[])
+
+
+def _imports(tree: ast.Module) -> set[str]:
+    """The modules `tree`'s top-level statements import (relative imports left out)."""
+    names: set[str] = set()
     for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
-            names = [target.id for target in node.targets if isinstance(target, ast.Name)]
-            if "exec_context" in names:  # with the solution's place filled at the top level or in a def
-                sources += [str(node.value.value).replace("[insert]", fill) for fill in ("pass", "    pass")]
-    modules = {name.split(".")[0] for name in imported_modules(sources)}
-    return modules | ({LIBRARY_MODULES[library]} if library in LIBRARY_MODULES else set())
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+    return names
 
 
 def checker_files() -> dict[str, bytes]:

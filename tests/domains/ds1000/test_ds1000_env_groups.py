@@ -13,7 +13,7 @@ import pytest
 
 from recreate.domains import get_domain
 from recreate.domains.ds1000.env import (
-    EXTRAS,
+    GROUPS,
     REQUIREMENTS,
     STAMP,
     EnvBuildError,
@@ -71,14 +71,30 @@ def problem(problem_id: int, *, imports: str = "", generate: str = "pass") -> di
 
 def test_a_build_reads_as_ready_for_the_groups_it_was_built_with_only(tmp_path):
     both = fake_env(tmp_path / "both", requirements(["pytorch", "tensorflow"]))
-    assert is_ready(both) and is_ready(both, ["pytorch"]) and is_ready(both, EXTRAS)
+    assert is_ready(both) and is_ready(both, ["pytorch"]) and is_ready(both, GROUPS)
     assert installed_extras(both) == ["pytorch", "tensorflow"]
     base = fake_env(tmp_path / "base", list(REQUIREMENTS))
     assert is_ready(base) and not is_ready(base, ["tensorflow"]) and installed_extras(base) == []
     stale = fake_env(tmp_path / "stale", [*REQUIREMENTS, "torch==1.0"])  # a pin of another day: rebuilt
     assert not is_ready(stale) and installed_extras(stale) == []
+    half = fake_env(tmp_path / "half", [*REQUIREMENTS, "tensorflow-cpu==2.16.1"])  # a group's pins in part
+    assert not is_ready(half) and installed_extras(half) == []
+    extra = fake_env(tmp_path / "extra", [*requirements(["pytorch"]), "jax==0.4"])
+    assert not is_ready(extra)
     with pytest.raises(EnvBuildError, match="unknown DS-1000 library group 'torch'; known: pytorch"):
         requirements(["torch"])
+
+
+def test_the_agent_is_told_the_libraries_the_environment_has(tmp_path):
+    data = tmp_path / "tasks.jsonl"
+    data.write_text(json.dumps(problem(1)) + "\n")
+    base = get_domain("ds1000", data=data, env=fake_env(tmp_path / "base", list(REQUIREMENTS))).describe()
+    assert "NumPy, Pandas, SciPy, scikit-learn and Matplotlib (pinned: numpy 1.26" in base
+    assert "torch" not in base and "TensorFlow" not in base
+    env = fake_env(tmp_path / "both", requirements(["pytorch", "tensorflow"]))
+    both = get_domain("ds1000", data=data, env=env).describe()
+    assert "Matplotlib, PyTorch and TensorFlow (pinned: numpy 1.26" in both
+    assert "matplotlib 3.8, torch 2.13, tensorflow 2.16)" in both
 
 
 def test_asking_for_groups_an_env_has_builds_nothing(ds1000_env):
