@@ -1,9 +1,14 @@
 """What the DS-1000 tests share: the dataset's own test harness (two test cases) for the problems they
 write, and a script run in the DS-1000 environment."""
 
+import json
 import subprocess
 import textwrap
+from collections.abc import Iterator
+from pathlib import Path
 
+from recreate.domains import get_domain
+from recreate.domains.base import Domain, Task
 from recreate.domains.ds1000.env import env_python
 from recreate.domains.ds1000.judge import CHECKS_DIR
 
@@ -28,3 +33,17 @@ def run_in_env(env, script: str) -> subprocess.CompletedProcess:
         text=True,
         timeout=300,
     )
+
+
+def ds1000_domain(rows: list[dict], env: Path, folder: Path, timeout: float = 60) -> Iterator[Domain]:
+    """A DS-1000 domain of `rows` (written to `folder`) on the environment `env`, closed after use (a
+    fixture's body: `yield from ds1000_domain(...)`)."""
+    path = folder / "tasks.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    domain = get_domain("ds1000", data=path, env=env, timeout=timeout)
+    yield domain
+    domain.close()
+
+
+def task_of(domain: Domain, problem_id: int) -> Task:
+    return next(task for task in domain.tasks() if task.id == f"ds1000-{problem_id}")

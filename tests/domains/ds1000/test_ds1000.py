@@ -10,7 +10,7 @@ from recreate.domains import get_domain
 from recreate.domains.common import DomainDataError
 from recreate.domains.ds1000.domain import inserts_into_function_body, normalize_solution
 from recreate.domains.selftest import run_selftest
-from tests.domains.ds1000.problems import TEST_EXECUTION
+from tests.domains.ds1000.problems import TEST_EXECUTION, ds1000_domain, task_of
 
 BODY_CONTEXT = 'exec_context = r"""\nimport numpy as np\ndef f(a):\n[insert]\nresult = f(a)\n"""\n'
 PLAIN_CONTEXT = 'exec_context = r"""\nimport numpy as np\na = test_input\n[insert]\n"""\n'
@@ -222,7 +222,6 @@ box = test_input
 
 @pytest.fixture(scope="module")
 def toy_domain(ds1000_env, tmp_path_factory):
-    path = tmp_path_factory.mktemp("toy") / "toy.jsonl"
     row = {
         "prompt": "cumulative sum, times 7, plus 3",
         "reference_code": "result = a.cumsum() * 7 + 3",
@@ -237,20 +236,13 @@ def toy_domain(ds1000_env, tmp_path_factory):
         "reference_code": "result = box.a * 2",
     }
     local_class["code_context"] = LOCAL_CLASS_CONTEXT
-    path.write_text("".join(json.dumps(r) + "\n" for r in (row, broken, local_class)))
-    domain = get_domain("ds1000", data=path, env=ds1000_env, timeout=60)
-    yield domain
-    domain.close()
-
-
-def _toy(domain, problem_id):
-    return next(t for t in domain.tasks() if t.id == f"ds1000-{problem_id}")
+    yield from ds1000_domain([row, broken, local_class], ds1000_env, tmp_path_factory.mktemp("toy"))
 
 
 @pytest.mark.bwrap
 def test_a_broken_test_context_scores_zero_at_once_and_runs_no_solution(toy_domain, bwrap):
     started = time.monotonic()
-    evaluation = toy_domain.evaluate(_toy(toy_domain, 2), "result = 1", bwrap)
+    evaluation = toy_domain.evaluate(task_of(toy_domain, 2), "result = 1", bwrap)
     assert evaluation.score == 0.0
     assert "failed in loading the test context: RuntimeError: broken test context" in evaluation.feedback
     assert time.monotonic() - started < 30  # not the 60 s + 30 s deadline
@@ -258,7 +250,7 @@ def test_a_broken_test_context_scores_zero_at_once_and_runs_no_solution(toy_doma
 
 @pytest.mark.bwrap
 def test_reference_passes_and_a_wrong_answer_fails_with_expected_and_got(toy_domain, bwrap):
-    task = _toy(toy_domain, 1)
+    task = task_of(toy_domain, 1)
     assert toy_domain.evaluate(task, task.reference, bwrap).passed
     wrong = toy_domain.evaluate(task, "result = a.cumsum()", bwrap)
     assert (
@@ -268,7 +260,7 @@ def test_reference_passes_and_a_wrong_answer_fails_with_expected_and_got(toy_dom
 
 @pytest.mark.bwrap
 def test_a_figure_the_summary_cannot_hold_fails_the_case_saying_why(toy_domain, bwrap):
-    task = _toy(toy_domain, 1)
+    task = task_of(toy_domain, 1)
     plot = "import matplotlib.pyplot as plt\nplt.plot([1, 2])\n"
     broken = toy_domain.evaluate(task, plot + "plt.gcf().get_size_inches = None\n" + task.reference, bwrap)
     assert not broken.passed and "the solution's figure could not be read: TypeError" in broken.feedback
@@ -277,14 +269,15 @@ def test_a_figure_the_summary_cannot_hold_fails_the_case_saying_why(toy_domain, 
 
 @pytest.mark.bwrap
 def test_a_test_input_of_a_class_made_inside_the_test_reaches_the_solution(toy_domain, bwrap):
-    task = _toy(toy_domain, 3)
+    task = task_of(toy_domain, 3)
     assert toy_domain.evaluate(task, task.reference, bwrap).passed
     assert not toy_domain.evaluate(task, "result = box.a * 3", bwrap).passed
 
 
 @pytest.mark.bwrap
 def test_results_too_large_to_send_fail_saying_so(toy_domain, bwrap):
-    large = toy_domain.evaluate(_toy(toy_domain, 1), "import numpy as np\nresult = np.ones(5_000_000)", bwrap)
+    large_answer = "import numpy as np\nresult = np.ones(5_000_000)"
+    large = toy_domain.evaluate(task_of(toy_domain, 1), large_answer, bwrap)
     assert not large.passed and "MB (all test cases) are too large to send" in large.feedback, large.feedback
 
 
@@ -294,14 +287,14 @@ def test_compressed_result_arrays_are_refused_unread(toy_domain, bwrap):
         "import numpy as np, json, os\nnp.savez_compressed('../results.npz', a0=np.zeros(20_000_000))\n"
         "open('../results.json', 'w').write(json.dumps({'t': 'list', 'v': []}))\nos._exit(0)"
     )
-    refused = toy_domain.evaluate(_toy(toy_domain, 1), bomb, bwrap)
+    refused = toy_domain.evaluate(task_of(toy_domain, 1), bomb, bwrap)
     assert not refused.passed and "compressed or larger than their file" in refused.feedback, refused.feedback
 
 
 @pytest.mark.bwrap
 @pytest.mark.parametrize("name", sorted(FORGERIES))
 def test_forged_verdicts_score_zero(toy_domain, bwrap, name):
-    evaluation = toy_domain.evaluate(_toy(toy_domain, 1), FORGERIES[name], bwrap)
+    evaluation = toy_domain.evaluate(task_of(toy_domain, 1), FORGERIES[name], bwrap)
     assert evaluation.score == 0.0 and not evaluation.passed, evaluation.feedback
 
 
@@ -319,7 +312,7 @@ def test_the_expected_answer_is_nowhere_the_solution_can_read(toy_domain, bwrap,
         "            except OSError:\n                pass\n"
         "raise RuntimeError(f'FOUND {found}')"
     )
-    evaluation = toy_domain.evaluate(_toy(toy_domain, 1), search, bwrap)
+    evaluation = toy_domain.evaluate(task_of(toy_domain, 1), search, bwrap)
     assert "RuntimeError: FOUND []" in evaluation.feedback, evaluation.feedback
 
 

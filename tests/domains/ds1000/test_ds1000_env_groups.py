@@ -27,7 +27,7 @@ from recreate.domains.ds1000.env import (
 from recreate.domains.ds1000.judge import needed_modules
 from recreate.evaluation.preflight import PreflightError, preflight
 from recreate.evaluation.rollout import ERROR_KEY, REASON_KEY, Rollouts
-from tests.domains.ds1000.problems import TEST_EXECUTION
+from tests.domains.ds1000.problems import TEST_EXECUTION, ds1000_domain, task_of
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -174,7 +174,6 @@ def test_the_probe_names_the_top_level_modules_the_env_lacks(ds1000_env):
 @pytest.fixture(scope="module")
 def lacking(ds1000_env, tmp_path_factory):
     """Two tasks: one importing a library the environment lacks, one whose test generation fails."""
-    path = tmp_path_factory.mktemp("lacking") / "tasks.jsonl"
     in_the_solutions_sandbox = problem(4)  # its test imports the library only where the solution runs
     in_the_solutions_sandbox["code_context"] = in_the_solutions_sandbox["code_context"].replace(
         "import numpy as np\na = test_input", "import numpy as np\nimport no_such_library_9f2\na = test_input"
@@ -185,14 +184,7 @@ def lacking(ds1000_env, tmp_path_factory):
         problem(3, generate="raise ValueError('this test cannot make its cases')"),
         in_the_solutions_sandbox,
     ]
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    domain = get_domain("ds1000", data=path, env=ds1000_env, timeout=60)
-    yield domain
-    domain.close()
-
-
-def _task(domain, problem_id):
-    return next(t for t in domain.tasks() if t.id == f"ds1000-{problem_id}")
+    yield from ds1000_domain(rows, ds1000_env, tmp_path_factory.mktemp("lacking"))
 
 
 @pytest.mark.bwrap
@@ -203,11 +195,11 @@ def test_a_task_needing_a_library_the_env_lacks_is_refused_before_the_run(lackin
     with pytest.raises(PreflightError, match="domain ds1000: 2 tasks"):
         preflight(bwrap, lacking, tmp_path)
     for problem_id in (2, 4):  # the same words for every such task: the selftest lists them on one line
-        verdict = lacking.evaluate(_task(lacking, problem_id), "result = a * 2", bwrap)
+        verdict = lacking.evaluate(task_of(lacking, problem_id), "result = a * 2", bwrap)
         assert verdict.score == 0.0 and verdict.details["error"].startswith(
             "the task imports no_such_library_9f2, which the DS-1000 environment at"
         )
-    fine = _task(lacking, 1)  # the other tasks are judged as ever
+    fine = task_of(lacking, 1)  # the other tasks are judged as ever
     assert lacking.evaluate(fine, fine.reference, bwrap).passed
 
 
@@ -216,7 +208,7 @@ def test_a_test_that_fails_before_judging_is_the_evaluations_error_not_a_zero(la
     from recreate.testing import tool_call
     from tests.evaluation.conftest import MINIMAL
 
-    task = _task(lacking, 3)
+    task = task_of(lacking, 3)
     verdict = lacking.evaluate(task, task.reference, bwrap)
     assert verdict.score == 0.0 and "fails before any solution is judged" in verdict.details["error"]
     assert "generating the test cases: ValueError: this test cannot make its cases" in verdict.feedback

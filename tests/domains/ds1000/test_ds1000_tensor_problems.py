@@ -2,13 +2,10 @@
 through the real checker: references pass, wrong answers fail, dtypes and layouts are judged where the
 problem's own check judges them."""
 
-import json
-
 import pytest
 
-from recreate.domains import get_domain
 from recreate.domains.ds1000.domain import LIBRARY_EMPTY_ANSWERS, empty_answer
-from tests.domains.ds1000.problems import TEST_EXECUTION
+from tests.domains.ds1000.problems import TEST_EXECUTION, ds1000_domain, task_of
 
 # DS-1000-style problems (written for these tests), in the dataset's jsonl format
 STACK = '''
@@ -259,7 +256,6 @@ PROBLEMS = {  # problem id: (library, code_context, reference_code)
 
 @pytest.fixture(scope="module")
 def tensor_domain(torch_env, tf_env, tmp_path_factory):
-    path = tmp_path_factory.mktemp("tensors") / "tensors.jsonl"
     rows = []
     for problem_id, (library, context, reference) in PROBLEMS.items():
         metadata = {"problem_id": problem_id, "library_problem_id": problem_id - 1, "library": library}
@@ -267,21 +263,14 @@ def tensor_domain(torch_env, tf_env, tmp_path_factory):
         context += TEST_EXECUTION
         rows.append({"prompt": f"problem {problem_id}", "reference_code": reference, "metadata": metadata})
         rows[-1]["code_context"] = context
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    domain = get_domain("ds1000", data=path, env=torch_env, timeout=120)
-    yield domain
-    domain.close()
-
-
-def _task(domain, problem_id):
-    return next(t for t in domain.tasks() if t.id == f"ds1000-{problem_id}")
+    yield from ds1000_domain(rows, torch_env, tmp_path_factory.mktemp("tensors"), timeout=120)
 
 
 @pytest.mark.slow
 @pytest.mark.bwrap
 def test_tensor_problems_references_pass_and_wrong_answers_fail(tensor_domain, bwrap):
     for problem_id in PROBLEMS:
-        task = _task(tensor_domain, problem_id)
+        task = task_of(tensor_domain, problem_id)
         evaluation = tensor_domain.evaluate(task, task.reference, bwrap)
         assert evaluation.passed, (problem_id, evaluation.feedback)
     wrong = {
@@ -293,10 +282,10 @@ def test_tensor_problems_references_pass_and_wrong_answers_fail(tensor_domain, b
         6: "import collections\nresult = collections.namedtuple('topk', 'values indices')(*x.topk(3, 1))",
     }
     for problem_id, solution in wrong.items():
-        evaluation = tensor_domain.evaluate(_task(tensor_domain, problem_id), solution, bwrap)
+        evaluation = tensor_domain.evaluate(task_of(tensor_domain, problem_id), solution, bwrap)
         assert not evaluation.passed and evaluation.score == 0.0, (problem_id, evaluation.feedback)
         assert "expected (test case 1):" in evaluation.feedback and "got: " in evaluation.feedback
-    feedback = tensor_domain.evaluate(_task(tensor_domain, 2), wrong[2], bwrap).feedback
+    feedback = tensor_domain.evaluate(task_of(tensor_domain, 2), wrong[2], bwrap).feedback
     assert "got: tensor([ 0, 40, 80])" in feedback and "tensor([ 30,  40, 100])" in feedback, feedback
 
 
@@ -304,7 +293,7 @@ def test_tensor_problems_references_pass_and_wrong_answers_fail(tensor_domain, b
 @pytest.mark.bwrap
 def test_tensor_problems_judge_the_dtype_where_the_check_does(tensor_domain, bwrap):
     def evaluate(problem_id, solution):
-        return tensor_domain.evaluate(_task(tensor_domain, problem_id), solution, bwrap)
+        return tensor_domain.evaluate(task_of(tensor_domain, problem_id), solution, bwrap)
 
     as_float64 = evaluate(1, "result = torch.stack(list_of_tensors).double()")
     assert not as_float64.passed and "dtype" in as_float64.feedback, as_float64.feedback
@@ -327,9 +316,9 @@ def test_the_selftests_empty_tensors_fail_every_tensor_problem(tensor_domain, bw
         body = reference.startswith("    ")
         for kind in range(len(answers)):
             empty = tensor_domain.evaluate(
-                _task(tensor_domain, problem_id), empty_answer(kind, body, answers), bwrap
+                task_of(tensor_domain, problem_id), empty_answer(kind, body, answers), bwrap
             )
             assert not empty.passed, (problem_id, answers[kind], empty.feedback)
-    broadcast = tensor_domain.evaluate(_task(tensor_domain, 7), "result = torch.tensor([])", bwrap)
+    broadcast = tensor_domain.evaluate(task_of(tensor_domain, 7), "result = torch.tensor([])", bwrap)
     assert "result is empty where the expected answer is not" in broadcast.feedback, broadcast.feedback
-    assert any("torch" in empty for empty in tensor_domain.wrong_submissions(_task(tensor_domain, 7)))
+    assert any("torch" in empty for empty in tensor_domain.wrong_submissions(task_of(tensor_domain, 7)))
