@@ -32,13 +32,14 @@ from recreate.domains.common import (
 )
 from recreate.domains.splits import SplitPlan
 from recreate.sandbox.base import Sandbox, SandboxSpec
+from recreate.text import clip_middle
 
 PROBLEM_FIELDS = ("problem", "question", "prompt", "task")
 ANSWER_FIELDS = ("answer", "expected_answer", "final_answer")
 ANSWER_FORMATS = ("integer", "number", "expression")
 # a decimal literal: sign, digits (thousands grouped by commas, or not), optional fraction; ASCII only
 _NUMBER = re.compile(r"[+-]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)", re.ASCII)
-_FORMATTING = re.compile(r"\\(?:text|textbf|mathbf|mathrm|bf|boldsymbol)\s*\{([^{}]*)\}")
+_FORMATTING = re.compile(r"\\(?:text|textbf|mathbf|mathrm|bf|boldsymbol|boxed|fbox)\s*\{([^{}]*)\}")
 MAX_WRAPPERS = 8  # nested formatting unwrapped at most this deep: each level is a pass over the text
 MAX_DECORATED = 256  # an answer longer than this is no decorated literal (and is not searched for one)
 MAX_STATED = 1000  # nor is a longer submission one sentence stating its answer
@@ -142,20 +143,33 @@ def unwrap_formatting(text: str) -> str:
     return text
 
 
+def boxed_answers(text: str) -> list[str]:
+    """The different answers `text`'s boxes hold, in order (`45` and `45.0` are one answer)."""
+    answers: dict[object, str] = {}  # the answer's value, or its text without blanks -> the answer
+    for content in _boxes(text):
+        answer = unwrap_formatting(unwrap_math(content))
+        value = as_number(literal_form(answer))
+        answers.setdefault(value if value is not None else re.sub(r"\s+", "", answer), answer)
+    return list(answers.values())
+
+
 def last_boxed(text: str) -> str | None:
+    boxes = _boxes(text)
+    return boxes[-1] if boxes else None
+
+
+def _boxes(text: str) -> list[str]:
+    """The contents of `text`'s \\boxed{...} and \\fbox{...}, in order of their starts; a box whose
+    brace is never closed holds nothing usable and is left out. One pass over the text for the braces."""
+    closes: dict[int, int] = {}
+    opened: list[int] = []
+    for match in re.finditer(r"[{}]", text):
+        if match.group() == "{":
+            opened.append(match.start())
+        elif opened:
+            closes[opened.pop()] = match.start()
     starts = [m.end() for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text)]
-    if not starts:
-        return None
-    start = starts[-1]
-    depth = 1
-    for index in range(start, len(text)):
-        if text[index] == "{":
-            depth += 1
-        elif text[index] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start:index]
-    return None  # unbalanced braces: no usable box
+    return [text[start : closes[start - 1]] for start in starts if start - 1 in closes]
 
 
 def literal_form(answer: str) -> str:
@@ -235,6 +249,14 @@ class MathDomain(TaskFileDomain):
         problem = submission_problem(task, submission)
         if problem:
             return problem
+        boxes = boxed_answers(submission)
+        if len(boxes) > 1:
+            named = ", ".join(clip_middle(box, 40) for box in boxes[:3])
+            return zero(
+                f"the submission boxes {len(boxes)} different answers ({named}); a hedge "
+                "scores 0: box one final answer",
+                expected=str(task.reference),
+            )
         answer = extract_answer(submission)
         if not answer:
             return zero(
@@ -291,6 +313,7 @@ class MathDomain(TaskFileDomain):
         if gold is None:
             return ["", "\\boxed{0.123456789}"]
         wrong = [str(gold + 1), f"\\boxed{{{gold - 1}}}", f"\\frac{{{2 * gold + 1}}}{{2}}", ""]
+        wrong.append(f"\\boxed{{{gold - 1}}} or \\boxed{{{gold}}}")  # a hedge over two boxes
         if kind in ("integer", "number"):
             wrong += [f"{gold - 7} + 7", f"\\boxed{{\\frac{{{2 * gold}}}{{2}}}}", f"{gold}*1"]
         return wrong
@@ -299,7 +322,8 @@ class MathDomain(TaskFileDomain):
         return (
             "Math competition problems (AIME/AMC style). Each task is one problem with a single final "
             "answer (AIME: an integer 0-999). A submission is the final answer: either the bare answer "
-            "(e.g. `73`) or text whose last \\boxed{...} holds it. Judging: an integer answer must be "
+            "(e.g. `73`) or text whose \\boxed{...} holds it (boxes holding different answers are a hedge "
+            "and score 0). Judging: an integer answer must be "
             "the integer itself, written as a number (leading zeros, a sign, thousands commas and `.0` "
             "are fine; an expression such as `88 + 94` or `\\frac{364}{2}` scores 0 even when it equals "
             "the answer); other answers are compared for mathematical equivalence with math-verify "

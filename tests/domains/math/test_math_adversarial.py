@@ -3,12 +3,15 @@ must not, and no text (however large or deeply nested) may crash or stall the ju
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from recreate.domains import get_domain
-from recreate.domains.math.domain import extract_answer, literal_form
+from recreate.domains.math.domain import boxed_answers, extract_answer, literal_form
 
 
 class BrokenSandbox:
@@ -211,3 +214,67 @@ def test_an_exact_value_passes_a_rational_expression_answer(tmp_path, bwrap, gol
 def test_near_values_and_hedges_fail_a_rational_expression_answer(tmp_path, bwrap, gold, answer):
     domain, task = _task(tmp_path, gold, "expression")
     assert not domain.evaluate(task, answer, bwrap).passed
+
+
+@pytest.mark.parametrize(
+    "submission",
+    [
+        "\\boxed{44} or \\boxed{45}",
+        "\\boxed{46}, \\boxed{45}",
+        "$\\boxed{44}$ ... \\fbox{45}",
+        "\\boxed{44 \\text{ or } \\boxed{45}}",
+        "\\boxed{x = 44} or \\boxed{x = 45}",
+        "\\boxed{45} unless it is \\boxed{\\frac{91}{2}}",
+    ],
+)
+@pytest.mark.parametrize("answer_format", [None, "expression"])
+def test_boxes_holding_different_answers_are_a_hedge_and_fail(tmp_path, submission, answer_format):
+    """Judged by its last box, `\\boxed{44} or \\boxed{45}` passed whichever of the two was right."""
+    domain, task = _task(tmp_path, "45", answer_format)
+    evaluation = domain.evaluate(task, submission, BrokenSandbox())  # refused before any sandbox
+    assert not evaluation.passed and "a hedge scores 0: box one final answer" in evaluation.feedback
+
+
+@pytest.mark.parametrize(
+    "submission",
+    [
+        "First \\boxed{45}; so the answer is \\boxed{45}.",
+        "\\boxed{45} (check: \\boxed{45.0})",
+        "\\boxed{\\boxed{45}}",
+        "\\boxed{\\textbf{(C) } 45} and again \\boxed{45}",
+    ],
+)
+def test_boxes_repeating_one_answer_pass(tmp_path, submission):
+    domain, task = _task(tmp_path, "45")
+    evaluation = domain.evaluate(task, submission, BrokenSandbox())
+    assert evaluation.passed, evaluation.feedback
+
+
+@pytest.fixture(scope="module")
+def integer_task(tmp_path_factory):
+    return _task(tmp_path_factory.mktemp("hedge"), "0")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(-999, 999), st.integers(-999, 999), st.sampled_from([" or ", ", ", "\n", " then "]))
+def test_no_two_box_hedge_over_different_integers_passes(integer_task, first, second, between):
+    domain, task = integer_task
+    submission = f"\\boxed{{{first}}}{between}\\boxed{{{second}}}"
+    for gold in (first, second):
+        evaluation = domain.evaluate(replace(task, reference=str(gold)), submission, BrokenSandbox())
+        assert evaluation.passed == (first == second), submission
+
+
+def test_many_boxes_are_read_in_one_pass():
+    started = time.monotonic()
+    assert boxed_answers("\\boxed{" * 100_000) == []
+    assert boxed_answers("\\boxed{7}" * 20_000 + "\\boxed{8}") == ["7", "8"]
+    assert time.monotonic() - started < 2
+
+
+def test_a_hedge_is_named_briefly(tmp_path):
+    domain, task = _task(tmp_path, "45")
+    started = time.monotonic()
+    feedback = domain.evaluate(task, "\\boxed{" + "4" * 100_000 + "} \\boxed{45}", BrokenSandbox()).feedback
+    assert "the submission boxes 2 different answers (" in feedback and len(feedback) < 300
+    assert time.monotonic() - started < 2
