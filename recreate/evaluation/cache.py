@@ -3,7 +3,7 @@
 A finished rollout is kept under its scaffold's hash, task id, seed and rollout key (`Rollouts.rollout_key`
 hashes the task's content, the domain and its options and code (its checks included), its evaluator (a
 Python evaluator as `recreate.evaluation.identity` describes it: source, bound values, the helpers,
-constants and modules it reads; a command evaluator's scripts), the model and its sampling, and the
+constants and modules it reads; the files a command evaluator can read), the model and its sampling, and the
 sandbox), so a resumed run (even after kill -9) pays nothing twice, and a changed input is a miss, never
 a result.
 """
@@ -75,9 +75,9 @@ def settings_fingerprint(obj: Any) -> dict[str, Any]:
             out[name] = identity(value)
         elif callable(value) and not inspect.isclass(value):
             out[name] = callable_identity(value)
-    script_hashes = getattr(obj, "script_hashes", None)
-    if callable(script_hashes):  # files a command evaluator runs: not in its settings, yet they decide
-        out["scripts"] = script_hashes()
+    evaluator_hashes = getattr(obj, "evaluator_hashes", None)
+    if callable(evaluator_hashes):  # files a command evaluator reads: not in its settings, yet they decide
+        out["evaluator_files"] = evaluator_hashes()
     out["code"] = code_digest(type(obj))
     return out
 

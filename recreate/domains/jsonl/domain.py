@@ -28,7 +28,6 @@ A callable evaluator must treat the submission as data and never execute it.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
 import json
@@ -51,7 +50,7 @@ from recreate.domains.common import (
     unreadable_hint,
     zero,
 )
-from recreate.domains.jsonl.evaluator_folder import evaluator_folder
+from recreate.domains.jsonl.evaluator_folder import evaluator_folder, folder_hashes
 from recreate.domains.jsonl.tasks_file import load_tasks_file
 from recreate.domains.splits import SplitPlan
 from recreate.sandbox import fresh_session
@@ -176,11 +175,13 @@ class JsonlDomain(TaskFileDomain):
                 )
         return None
 
-    def script_hashes(self) -> dict[str, str]:
-        """The sha256 of each file the command runs from the evaluator folder: a fixed script is another
-        evaluator though the command reads the same (the rollout cache's key holds these)."""
-        files = {name: self.evaluator_dir / name for name in sorted(set(self._named_files()))}
-        return {name: _sha256(path) for name, path in files.items() if path.is_file()}
+    def evaluator_hashes(self) -> dict[str, str]:
+        """The files a command evaluator can read at /evaluator, hashed: a fixed script, or a helper
+        module it imports, is another evaluator though the command reads the same (the rollout cache's
+        key holds these). Nothing for a Python evaluator (its identity is in the key already)."""
+        if not self.command:
+            return {}
+        return folder_hashes(self.evaluator_dir, self._tasks_files, (load_settings().home,))
 
     def _named_files(self) -> list[str]:
         """The files under /evaluator the command names (`python3 /evaluator/check.py`: check.py)."""
@@ -341,7 +342,3 @@ def _last_json_line(stdout: str) -> dict[str, Any] | None:
             if isinstance(value, dict) and "score" in value:
                 return value
     return None
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()

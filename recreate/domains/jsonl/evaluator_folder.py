@@ -16,6 +16,7 @@ from pathlib import Path
 from recreate.domains.common import DomainDataError, others_can_read
 
 MAX_EVALUATOR_COPY_MB = 64  # an evaluator folder holding the tasks files is copied without them
+MAX_HASHED_FILE_MB = 16  # a bigger file of the folder (data, a model) is named by its size and mtime
 STALE_COPY_S = 86400  # an evaluator copy no evaluation has used for a day is removed
 
 
@@ -58,6 +59,28 @@ def evaluator_folder(folder: Path, tasks_files: list[Path], private_dirs: tuple[
         except OSError:  # another process made it first
             shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def folder_hashes(
+    folder: Path, tasks_files: list[Path], private_dirs: tuple[Path, ...] = ()
+) -> dict[str, str]:
+    """What an evaluator command can read at /evaluator, for the rollout cache's key: each file's sha256
+    by its path in `folder` (a file over MAX_HASHED_FILE_MB: its size and modification time), leaving
+    out what `evaluator_folder` leaves out and `__pycache__` (the bytecode of sources hashed here). A
+    helper module the script imports, or a data file it reads, decides the result as the script does."""
+    hidden = _Hidden({path.resolve() for path in tasks_files}, {path.resolve() for path in private_dirs})
+    hashes: dict[str, str] = {}
+    for directory, dirs, names in os.walk(folder):
+        dirs[:] = [name for name in dirs if name != "__pycache__" and not hidden(Path(directory, name))]
+        for path in (Path(directory, name) for name in names):
+            if hidden(path) or not path.is_file():
+                continue
+            size = path.stat().st_size
+            if size > MAX_HASHED_FILE_MB * 1024 * 1024:
+                hashes[str(path.relative_to(folder))] = f"size {size} mtime {path.stat().st_mtime_ns}"
+            else:
+                hashes[str(path.relative_to(folder))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return dict(sorted(hashes.items()))
 
 
 def _prune(cache: Path) -> None:
