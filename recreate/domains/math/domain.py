@@ -39,7 +39,9 @@ ANSWER_FIELDS = ("answer", "expected_answer", "final_answer")
 ANSWER_FORMATS = ("integer", "number", "expression")
 # a decimal literal: sign, digits (thousands grouped by commas, or not), optional fraction; ASCII only
 _NUMBER = re.compile(r"[+-]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)", re.ASCII)
-_FORMATTING = re.compile(r"\\(?:text|textbf|mathbf|mathrm|bf|boldsymbol|boxed|fbox)\s*\{([^{}]*)\}")
+_FORMATTING = re.compile(r"\\(?:text|textbf|mathbf|mathrm|bf|boldsymbol|boxed|fbox|framebox)\s*\{([^{}]*)\}")
+_BOX = re.compile(r"\\(?:boxed|fbox|framebox)\s*\{")
+MAX_BOXES = 4  # a submission boxing more different answers is a hedge, not judged box by box
 MAX_WRAPPERS = 8  # nested formatting unwrapped at most this deep: each level is a pass over the text
 MAX_DECORATED = 256  # an answer longer than this is no decorated literal (and is not searched for one)
 MAX_STATED = 1000  # nor is a longer submission one sentence stating its answer
@@ -144,12 +146,15 @@ def unwrap_formatting(text: str) -> str:
 
 
 def boxed_answers(text: str) -> list[str]:
-    """The different answers `text`'s boxes hold, in order (`45` and `45.0` are one answer)."""
+    """The different answers `text`'s boxes hold, in order (`45` and `45.0` are one answer); a box in
+    a box is an answer too (`\\boxed{44 \\text{ or } \\boxed{45}}` gives two)."""
     answers: dict[object, str] = {}  # the answer's value, or its text without blanks -> the answer
-    for content in _boxes(text):
-        answer = unwrap_formatting(unwrap_math(content))
-        value = as_number(literal_form(answer))
-        answers.setdefault(value if value is not None else re.sub(r"\s+", "", answer), answer)
+    for box in _boxes(text):
+        inner = _boxes(box)
+        for content in [box, inner[-1]] if inner else [box]:
+            answer = unwrap_formatting(unwrap_math(content))
+            value = as_number(literal_form(answer))
+            answers.setdefault(value if value is not None else re.sub(r"\s+", "", answer), answer)
     return list(answers.values())
 
 
@@ -159,17 +164,24 @@ def last_boxed(text: str) -> str | None:
 
 
 def _boxes(text: str) -> list[str]:
-    """The contents of `text`'s \\boxed{...} and \\fbox{...}, in order of their starts; a box whose
-    brace is never closed holds nothing usable and is left out. One pass over the text for the braces."""
+    """The contents of `text`'s outermost \\boxed{...} (\\fbox, \\framebox), in order; a box whose
+    brace is never closed holds nothing usable and is left out. `\\{` and `\\}` are no braces. Linear:
+    one pass over the braces, and each character is in at most one box."""
     closes: dict[int, int] = {}
     opened: list[int] = []
-    for match in re.finditer(r"[{}]", text):
+    for match in re.finditer(r"\\.|[{}]", text, re.DOTALL):
         if match.group() == "{":
             opened.append(match.start())
-        elif opened:
+        elif match.group() == "}" and opened:
             closes[opened.pop()] = match.start()
-    starts = [m.end() for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text)]
-    return [text[start : closes[start - 1]] for start in starts if start - 1 in closes]
+    boxes: list[str] = []
+    end = -1
+    for match in _BOX.finditer(text):
+        brace = match.end() - 1
+        if brace > end and brace in closes:
+            end = closes[brace]
+            boxes.append(text[brace + 1 : end])
+    return boxes
 
 
 def literal_form(answer: str) -> str:
@@ -250,14 +262,22 @@ class MathDomain(TaskFileDomain):
         if problem:
             return problem
         boxes = boxed_answers(submission)
-        if len(boxes) > 1:
-            named = ", ".join(clip_middle(box, 40) for box in boxes[:3])
-            return zero(
-                f"the submission boxes {len(boxes)} different answers ({named}); a hedge "
-                "scores 0: box one final answer",
-                expected=str(task.reference),
-            )
-        answer = extract_answer(submission)
+        if len(boxes) <= 1:
+            return self._judge(task, extract_answer(submission), sandbox)
+        named = f"{len(boxes)} different answers ({', '.join(clip_middle(box, 40) for box in boxes[:3])})"
+        if len(boxes) > MAX_BOXES:
+            why = f"the submission boxes {named}: a hedge scores 0, box one final answer"
+            return zero(why, expected=str(task.reference))
+        for box in boxes:  # each answer the submission gives must be right: a hedge scores 0
+            verdict = self._judge(task, box, sandbox)
+            if not verdict.passed:
+                feedback = (
+                    f"the submission boxes {named}, and every boxed answer must be right: {verdict.feedback}"
+                )
+                return Evaluation(score=0.0, passed=False, feedback=feedback, details=verdict.details)
+        return verdict
+
+    def _judge(self, task: Task, answer: str, sandbox: Sandbox) -> Evaluation:
         if not answer:
             return zero(
                 f"the submission has no answer (expected {task.reference}); submit the final answer only"
@@ -322,8 +342,8 @@ class MathDomain(TaskFileDomain):
         return (
             "Math competition problems (AIME/AMC style). Each task is one problem with a single final "
             "answer (AIME: an integer 0-999). A submission is the final answer: either the bare answer "
-            "(e.g. `73`) or text whose \\boxed{...} holds it (boxes holding different answers are a hedge "
-            "and score 0). Judging: an integer answer must be "
+            "(e.g. `73`) or text whose \\boxed{...} holds it (with several boxes, every boxed answer must "
+            "be right: a hedge scores 0). Judging: an integer answer must be "
             "the integer itself, written as a number (leading zeros, a sign, thousands commas and `.0` "
             "are fine; an expression such as `88 + 94` or `\\frac{364}{2}` scores 0 even when it equals "
             "the answer); other answers are compared for mathematical equivalence with math-verify "
@@ -349,7 +369,7 @@ def _verdict(equivalent: bool, gold: str, answer: str, details: dict) -> Evaluat
     return Evaluation(
         score=0.0,
         passed=False,
-        feedback=f"wrong answer: got {answer!r}, expected {gold!r}",
+        feedback=f"wrong answer: got {clip_middle(answer, 200)!r}, expected {gold!r}",
         details=details,
     )
 
