@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from recreate.domains import get_domain
-from recreate.domains.math.domain import boxed_answers, extract_answer, literal_form
+from recreate.domains.math.answers import boxed_answers, extract_answer, literal_form
 
 
 class BrokenSandbox:

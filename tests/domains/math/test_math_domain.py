@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from recreate.domains import get_domain
 from recreate.domains.common import DomainDataError
-from recreate.domains.math.domain import as_integer, as_number, extract_answer, last_boxed
+from recreate.domains.math.answers import as_integer, as_number, extract_answer, last_boxed
 from recreate.domains.selftest import run_selftest
 
 
