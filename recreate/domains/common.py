@@ -156,6 +156,11 @@ def first_field(row: dict[str, Any], names: tuple[str, ...]) -> Any:
     return None
 
 
+def tasks_phrase(task_ids: list[str], one: str, many: str) -> str:
+    """ "the task imports" for one task, "12 tasks (e.g. ds1000-3) import" for more (`one`, `many`: verbs)."""
+    return f"the task {one}" if len(task_ids) == 1 else f"{len(task_ids)} tasks (e.g. {task_ids[0]}) {many}"
+
+
 def zero(reason: str, **details: Any) -> Evaluation:
     """Score 0: the reason goes to the feedback the optimizer reads."""
     return Evaluation(score=0.0, passed=False, feedback=reason, details={"error": reason, **details})

@@ -24,8 +24,16 @@ from recreate.domains.common import (
     read_jsonl,
     submission_problem,
     tail,
+    tasks_phrase,
     unreadable_hint,
     zero,
+)
+from recreate.domains.ds1000.datasets import (
+    datasets_problem,
+    default_folder,
+    folder_digest,
+    needed_datasets,
+    spec_parts,
 )
 from recreate.domains.ds1000.env import (
     GROUPS,
@@ -133,6 +141,7 @@ class DS1000Domain(TaskFileDomain):
         image: str | None = None,
         timeout: float = 120.0,
         memory_mb: int = 4096,
+        datasets: str | Path | None = None,
     ) -> None:
         self.image = image
         if image and env is None:
@@ -149,13 +158,23 @@ class DS1000Domain(TaskFileDomain):
         self._lacking: dict[str, set[str]] | None = None  # task id -> those the environment lacks
         plan = SplitPlan(seed=seed, train=train, val=val)
         super().__init__(data, lambda path: _load_file(path, self._contexts), plan)
+        folder = Path(datasets).expanduser() if datasets else default_folder(load_settings().home)
+        self.datasets = folder.absolute()  # the example datasets the tests would download (datasets.py)
+        self.datasets_digest = folder_digest(self.datasets)
+        self._datasets = {key: needed_datasets(code) for key, code in self._contexts.items()}
 
     def environment_problem(self) -> str | None:
         """What the preflight refuses a run for: the pinned environment is not built, or lacks a library
-        some task's test imports (PyTorch, TensorFlow: optional groups of the environment)."""
+        some task's test imports (PyTorch, TensorFlow: optional groups of the environment), or example
+        data some task's test downloads is not in the `datasets` folder (sandboxes have no network)."""
         return self._environment_problem(self._contexts)
 
     def _environment_problem(self, task_ids: Iterable[str]) -> str | None:
+        task_ids = list(task_ids)
+        needs = {key: self._datasets.get(key, set()) for key in task_ids}
+        return self._library_problem(task_ids) or datasets_problem(self.datasets, needs)
+
+    def _library_problem(self, task_ids: list[str]) -> str | None:
         if self.env is None:
             return None
         needs = self._needed()
@@ -174,8 +193,7 @@ class DS1000Domain(TaskFileDomain):
         if not lacking:
             return None
         modules = sorted(set().union(*lacking.values()))
-        first = next(iter(lacking))
-        who = "the task imports" if len(lacking) == 1 else f"{len(lacking)} tasks (e.g. {first}) import"
+        who = tasks_phrase(list(lacking), "imports", "import")
         return (
             f"{who} {', '.join(modules)}, which the DS-1000 environment at {self.env} lacks; "
             f"{setup_hint(self.env, modules)}"
@@ -260,11 +278,12 @@ class DS1000Domain(TaskFileDomain):
         env = {**_THREADS, "HOME": home, "MPLCONFIGDIR": f"{home}/mpl", "MPLBACKEND": "Agg"}
         # bound at its own path: the font cache and the venv's pyvenv.cfg name absolute paths
         binds = ((str(self.env), str(self.env)),) if self.env is not None else ()
+        data_binds, data_env = spec_parts(self.datasets)
         return SandboxSpec(
             image=self.image,
             workdir=WORKDIR,
-            env=env,
-            ro_binds=binds,
+            env=env | data_env,
+            ro_binds=binds + data_binds,
             memory_mb=self.memory_mb,
             cpu_seconds=int(self.timeout) + 30,
             max_file_mb=max_file_mb,
@@ -276,14 +295,13 @@ class DS1000Domain(TaskFileDomain):
         if self.env is None or not self.env.is_dir():
             return SandboxSpec()
         variables = {"PATH": f"{self.env}/bin:{DEFAULT_PATH}", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
-        return SandboxSpec(ro_binds=((str(self.env), str(self.env)),), env=variables, memory_mb=4096)
+        data_binds, data_env = spec_parts(self.datasets)
+        binds = ((str(self.env), str(self.env)), *data_binds)
+        return SandboxSpec(ro_binds=binds, env=variables | data_env, memory_mb=4096)
 
     def _home_files(self) -> dict[str, bytes]:
-        files: dict[str, bytes] = {}
-        if self.env is not None:
-            for cache in sorted((self.env / MPL_CACHE).glob("fontlist-*.json")):
-                files[f"home/mpl/{cache.name}"] = cache.read_bytes()
-        return files
+        caches = sorted((self.env / MPL_CACHE).glob("fontlist-*.json")) if self.env is not None else []
+        return {f"home/mpl/{cache.name}": cache.read_bytes() for cache in caches}
 
     def wrong_submissions(self, task: Task) -> list[str]:
         """Solutions that must never pass: an empty answer (of a kind that changes from task to task),

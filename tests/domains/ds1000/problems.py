@@ -35,12 +35,14 @@ def run_in_env(env, script: str) -> subprocess.CompletedProcess:
     )
 
 
-def ds1000_domain(rows: list[dict], env: Path, folder: Path, timeout: float = 60) -> Iterator[Domain]:
+def ds1000_domain(
+    rows: list[dict], env: Path, folder: Path, timeout: float = 60, **options: object
+) -> Iterator[Domain]:
     """A DS-1000 domain of `rows` (written to `folder`) on the environment `env`, closed after use (a
     fixture's body: `yield from ds1000_domain(...)`)."""
     path = folder / "tasks.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    domain = get_domain("ds1000", data=path, env=env, timeout=timeout)
+    domain = get_domain("ds1000", data=path, env=env, timeout=timeout, **options)
     yield domain
     domain.close()
 
