@@ -49,14 +49,18 @@ def spec_parts(folder: Path) -> tuple[tuple[tuple[str, str], ...], dict[str, str
     return ((str(shareable_copy(folder)), MOUNT),), variables
 
 
-def folder_digest(folder: Path) -> str:
-    """The folder's files by path, size and modification time, for the rollout cache's key: another copy
-    of a dataset is another test."""
+def folder_digest(folder: Path, needed: set[str]) -> str:
+    """The files of `needed` (what the tasks download) by path, size and modification time, for the
+    rollout cache's key: another copy of a dataset is another test. Files no task needs are left out,
+    so adding one does not invalidate every cached rollout."""
+    wanted = {folder / (item if "/" in item else SKLEARN) for item in needed}
+    files: list[Path] = []
+    for path in sorted(wanted):
+        files += sorted(path.rglob("*")) if path.is_dir() else [path]
     digest = hashlib.sha256()
-    for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
-        if path.is_file():
-            stat = path.stat()
-            digest.update(f"{path.relative_to(folder)}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+    for path in (path for path in files if path.is_file()):
+        stat = path.stat()
+        digest.update(f"{path.relative_to(folder)}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
     return digest.hexdigest()[:16]
 
 

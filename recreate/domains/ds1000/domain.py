@@ -160,8 +160,8 @@ class DS1000Domain(TaskFileDomain):
         super().__init__(data, lambda path: _load_file(path, self._contexts), plan)
         folder = Path(datasets).expanduser() if datasets else default_folder(load_settings().home)
         self.datasets = folder.absolute()  # the example datasets the tests would download (datasets.py)
-        self.datasets_digest = folder_digest(self.datasets)
         self._datasets = {key: needed_datasets(code) for key, code in self._contexts.items()}
+        self.datasets_digest = folder_digest(self.datasets, set().union(*self._datasets.values()))
 
     def environment_problem(self) -> str | None:
         """What the preflight refuses a run for: the pinned environment is not built, or lacks a library

@@ -112,6 +112,9 @@ def test_with_the_datasets_folder_the_test_runs_offline(ds1000_env, bwrap, tmp_p
 def test_another_copy_of_a_dataset_is_another_cache_key(ds1000_env, tmp_path):
     folder = datasets_folder(tmp_path / "datasets")
     before = settings_fingerprint(next(ds1000_domain(rows(), ds1000_env, tmp_path, datasets=folder)))
+    (folder / "seaborn-data" / "planets.csv").write_text("method,number\n")  # no task loads it
+    unused = settings_fingerprint(next(ds1000_domain(rows(), ds1000_env, tmp_path, datasets=folder)))
+    assert unused["datasets_digest"] == before["datasets_digest"]
     (folder / "seaborn-data" / "tips.csv").write_text(TIPS + "5.0,9.0,Male,Yes,Fri,Lunch,1\n")
     after = settings_fingerprint(next(ds1000_domain(rows(), ds1000_env, tmp_path, datasets=folder)))
     assert before["datasets_digest"] != after["datasets_digest"]
