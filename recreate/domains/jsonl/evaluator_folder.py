@@ -17,6 +17,19 @@ from recreate.domains.common import DomainDataError, others_can_read
 
 MAX_EVALUATOR_COPY_MB = 64  # an evaluator folder holding the tasks files is copied without them
 MAX_HASHED_FILE_MB = 16  # a bigger file of the folder (data, a model) is named by its size and mtime
+# version control and tool caches: what they hold changes with no change to what an evaluator does
+NOT_EVALUATOR_DIRS = frozenset(
+    {
+        "__pycache__",
+        ".git",
+        ".hg",
+        ".svn",
+        ".pytest_cache",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".ipynb_checkpoints",
+    }
+)
 STALE_COPY_S = 86400  # an evaluator copy no evaluation has used for a day is removed
 
 
@@ -29,17 +42,14 @@ def evaluator_folder(folder: Path, tasks_files: list[Path], private_dirs: tuple[
     inside = [path for path in (*hidden.files, *hidden.dirs) if path.is_relative_to(root)]
     if not inside or (os.geteuid() == 0 and not others_can_read(folder)):
         return folder  # (a folder the sandbox cannot read fails with its fix; a copy would expose it)
-    kept = []
-    for directory, dirs, names in os.walk(folder):
-        dirs[:] = [name for name in dirs if not hidden(Path(directory, name))]
-        kept += [Path(directory, name) for name in names if not hidden(Path(directory, name))]
-    size = sum(path.stat().st_size for path in kept if path.is_file())
+    kept = _files(folder, hidden)
+    size = sum(path.stat().st_size for path in kept)
     if size > MAX_EVALUATOR_COPY_MB * 1024 * 1024:
         raise DomainDataError(
             f"evaluator folder {folder} holds {inside[0].name} (expected answers or run state) and "
             f"{size // 2**20} MB more; put the evaluator in a folder of its own and pass evaluator_dir=it"
         )
-    stamp = "".join(f"{p}:{p.stat().st_mtime_ns};" for p in sorted(kept) if p.is_file())
+    stamp = "".join(f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns};" for p in kept)
     version = hashlib.sha256(f"{root}|{stamp}".encode()).hexdigest()[:16]
     cache = Path(tempfile.gettempdir()) / "recreate-evaluators"
     cache.mkdir(mode=0o755, exist_ok=True)
@@ -66,21 +76,32 @@ def folder_hashes(
 ) -> dict[str, str]:
     """What an evaluator command can read at /evaluator, for the rollout cache's key: each file's sha256
     by its path in `folder` (a file over MAX_HASHED_FILE_MB: its size and modification time), leaving
-    out what `evaluator_folder` leaves out and `__pycache__` (the bytecode of sources hashed here). A
-    helper module the script imports, or a data file it reads, decides the result as the script does."""
+    out what `evaluator_folder` leaves out and NOT_EVALUATOR_DIRS; linked folders followed. A helper
+    module the script imports, or a data file it reads, decides the result as the script does."""
     hidden = _Hidden({path.resolve() for path in tasks_files}, {path.resolve() for path in private_dirs})
     hashes: dict[str, str] = {}
-    for directory, dirs, names in os.walk(folder):
-        dirs[:] = [name for name in dirs if name != "__pycache__" and not hidden(Path(directory, name))]
-        for path in (Path(directory, name) for name in names):
-            if hidden(path) or not path.is_file():
-                continue
-            size = path.stat().st_size
-            if size > MAX_HASHED_FILE_MB * 1024 * 1024:
-                hashes[str(path.relative_to(folder))] = f"size {size} mtime {path.stat().st_mtime_ns}"
-            else:
-                hashes[str(path.relative_to(folder))] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return dict(sorted(hashes.items()))
+    for path in _files(folder, hidden, skip=NOT_EVALUATOR_DIRS):
+        size = path.stat().st_size
+        if size > MAX_HASHED_FILE_MB * 1024 * 1024:
+            hashes[str(path.relative_to(folder))] = f"size {size} mtime {path.stat().st_mtime_ns}"
+        else:
+            hashes[str(path.relative_to(folder))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return hashes
+
+
+def _files(folder: Path, hidden: _Hidden, skip: frozenset[str] = frozenset()) -> list[Path]:
+    """The files below `folder` not hidden, sorted; linked folders followed (a copy copies what they
+    hold), each real folder once."""
+    files, seen = [], set()
+    for directory, dirs, names in os.walk(folder, followlinks=True):
+        real = Path(directory).resolve()
+        if real in seen:  # a link back up the tree
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs[:] = [name for name in dirs if name not in skip and not hidden(Path(directory, name))]
+        files += [Path(directory, name) for name in names if not hidden(Path(directory, name))]
+    return sorted(path for path in files if path.is_file())
 
 
 def _prune(cache: Path) -> None:

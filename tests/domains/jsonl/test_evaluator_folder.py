@@ -72,3 +72,20 @@ def test_a_python_evaluator_has_no_folder_in_its_key(tmp_path):
     folder, tasks = evaluator(tmp_path)
     domain = get_domain("jsonl", data=tasks, evaluator=lambda task, answer: 1.0, evaluator_dir=folder)
     assert settings_fingerprint(domain)["evaluator_files"] == {}
+
+
+def test_a_linked_helper_folder_is_in_the_key_and_tool_caches_are_not(tmp_path):
+    folder, tasks = evaluator(tmp_path)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "weights.py").write_text("W = 1\n")
+    (folder / "lib" / "shared").symlink_to(shared, target_is_directory=True)
+    (folder / "lib" / "loop").symlink_to(folder, target_is_directory=True)  # a link back up: walked once
+    before = key_of(tasks, folder)["evaluator_files"]
+    assert "lib/shared/weights.py" in before and not any(name.startswith("lib/loop/") for name in before)
+    (shared / "weights.py").write_text("W = 2\n")
+    assert key_of(tasks, folder)["evaluator_files"] != before
+    for cache in (".git", ".pytest_cache", ".ruff_cache"):
+        (folder / cache).mkdir()
+        (folder / cache / "index").write_bytes(os.urandom(8))
+    assert not any(name.startswith(".") for name in key_of(tasks, folder)["evaluator_files"])
