@@ -12,7 +12,7 @@ import re
 import textwrap
 import threading
 import zlib
-from collections.abc import Iterable
+from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from recreate.domains.base import Evaluation, Task
 from recreate.domains.common import (
     DomainDataError,
     TaskFileDomain,
+    jsonl_files,
     read_jsonl,
     submission_problem,
     tail,
@@ -29,10 +30,10 @@ from recreate.domains.common import (
     zero,
 )
 from recreate.domains.ds1000.datasets import (
-    datasets_problem,
-    default_folder,
-    folder_digest,
-    needed_datasets,
+    dataset_files,
+    downloads_problem,
+    files_digest,
+    needed_downloads,
     spec_parts,
 )
 from recreate.domains.ds1000.env import (
@@ -158,23 +159,24 @@ class DS1000Domain(TaskFileDomain):
         self._lacking: dict[str, set[str]] | None = None  # task id -> those the environment lacks
         plan = SplitPlan(seed=seed, train=train, val=val)
         super().__init__(data, lambda path: _load_file(path, self._contexts), plan)
-        folder = Path(datasets).expanduser() if datasets else default_folder(load_settings().home)
-        self.datasets = folder.absolute()  # the example datasets the tests would download (datasets.py)
-        self._datasets = {key: needed_datasets(code) for key, code in self._contexts.items()}
-        self.datasets_digest = folder_digest(self.datasets, set().union(*self._datasets.values()))
+        home = load_settings().home
+        self.datasets = Path(datasets or home / "datasets").expanduser().absolute()  # datasets.py
+        self._downloads = {key: needed_downloads(code) for key, code in self._contexts.items()}
+        names = set().union(*(names for names, _ in self._downloads.values()))
+        answers = {path.resolve() for path in jsonl_files(data)}
+        self._dataset_files = dataset_files(self.datasets, names, answers, home.resolve())
+        self.datasets_digest = files_digest(self._dataset_files)
 
     def environment_problem(self) -> str | None:
-        """What the preflight refuses a run for: the pinned environment is not built, or lacks a library
-        some task's test imports (PyTorch, TensorFlow: optional groups of the environment), or example
-        data some task's test downloads is not in the `datasets` folder (sandboxes have no network)."""
+        """What the preflight refuses a run for: the pinned environment is not built or lacks a library
+        some task's test imports (optional groups), or some test downloads data (no network here)."""
         return self._environment_problem(self._contexts)
 
-    def _environment_problem(self, task_ids: Iterable[str]) -> str | None:
-        task_ids = list(task_ids)
-        needs = {key: self._datasets.get(key, set()) for key in task_ids}
-        return self._library_problem(task_ids) or datasets_problem(self.datasets, needs)
+    def _environment_problem(self, task_ids: Collection[str]) -> str | None:
+        needs = {key: self._downloads[key] for key in task_ids if key in self._downloads}
+        return self._library_problem(task_ids) or downloads_problem(self.datasets, needs, self._dataset_files)
 
-    def _library_problem(self, task_ids: list[str]) -> str | None:
+    def _library_problem(self, task_ids: Collection[str]) -> str | None:
         if self.env is None:
             return None
         needs = self._needed()
@@ -278,7 +280,7 @@ class DS1000Domain(TaskFileDomain):
         env = {**_THREADS, "HOME": home, "MPLCONFIGDIR": f"{home}/mpl", "MPLBACKEND": "Agg"}
         # bound at its own path: the font cache and the venv's pyvenv.cfg name absolute paths
         binds = ((str(self.env), str(self.env)),) if self.env is not None else ()
-        data_binds, data_env = spec_parts(self.datasets)
+        data_binds, data_env = spec_parts(self._dataset_files)
         return SandboxSpec(
             image=self.image,
             workdir=WORKDIR,
@@ -295,7 +297,7 @@ class DS1000Domain(TaskFileDomain):
         if self.env is None or not self.env.is_dir():
             return SandboxSpec()
         variables = {"PATH": f"{self.env}/bin:{DEFAULT_PATH}", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
-        data_binds, data_env = spec_parts(self.datasets)
+        data_binds, data_env = spec_parts(self._dataset_files)
         binds = ((str(self.env), str(self.env)), *data_binds)
         return SandboxSpec(ro_binds=binds, env=variables | data_env, memory_mb=4096)
 

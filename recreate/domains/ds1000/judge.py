@@ -57,16 +57,23 @@ def imported_modules(code_contexts: Iterable[str]) -> list[str]:
 def needed_modules(code_context: str, library: str | None) -> set[str]:
     """The top-level modules a task's test needs: those its context imports, those its `exec_context`
     string imports (the solution's sandbox runs that), and its library's (metadata "Pytorch": torch)."""
+    names = set().union(*(_imports(tree) for tree in test_trees(code_context)))
+    needed = library_module(library)
+    return {name.split(".")[0] for name in names} | ({needed} if needed else set())
+
+
+def test_trees(code_context: str) -> list[ast.Module]:
+    """The syntax trees of what a task's test runs: its context, and its `exec_context` string (run in
+    the solution's sandbox) with the solution's place filled at the top level and in a function."""
     tree = _parse(code_context)
-    names = _imports(tree)
+    trees = [tree]
     for node in tree.body:
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
             targets = [target.id for target in node.targets if isinstance(target, ast.Name)]
-            if "exec_context" in targets:  # with the solution's place filled at the top level or in a def
-                for fill in ("pass", "    pass"):
-                    names |= _imports(_parse(str(node.value.value).replace("[insert]", fill)))
-    needed = library_module(library)
-    return {name.split(".")[0] for name in names} | ({needed} if needed else set())
+            if "exec_context" in targets:
+                text = str(node.value.value)
+                trees += [_parse(text.replace("[insert]", fill)) for fill in ("pass", "    pass")]
+    return trees
 
 
 def _parse(code: str) -> ast.Module:
