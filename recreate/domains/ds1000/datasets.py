@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import re
 import tempfile
 from collections.abc import Collection
 from pathlib import Path
@@ -41,6 +42,7 @@ SKLEARN_FETCHERS = frozenset(
     ]
 )
 NETWORK_CALLS = frozenset({"urlopen", "urlretrieve", "get_rdataset"})
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # seaborn's dataset names; anything else names no file here
 Downloads = tuple[frozenset[str], frozenset[str]]  # (seaborn dataset names, downloads no folder serves)
 
 
@@ -56,8 +58,9 @@ def needed_downloads(code_context: str) -> Downloads:
             if last == "load_dataset" and name.startswith(("seaborn.", "sns.")):
                 first = call.args[0] if call.args else _keyword(call, "name")
                 cached = not _false(_keyword(call, "cache"))
-                if isinstance(first, ast.Constant) and isinstance(first.value, str) and cached:
-                    seaborn.add(first.value)
+                literal = first.value if isinstance(first, ast.Constant) else None
+                if isinstance(literal, str) and _NAME.fullmatch(literal) and cached:
+                    seaborn.add(literal)
                 else:
                     other.add("seaborn's load_dataset(...)")
             elif last in SKLEARN_FETCHERS or last in NETWORK_CALLS:

@@ -98,6 +98,7 @@ def datasets_folder(root: Path) -> Path:
         ('# sns.load_dataset("tips")\nx = "fetch_all()"', set(), set()),
         ("def fetch_data():\n    return 1\nfetch_data()", set(), set()),
         ('from datasets import load_dataset\nload_dataset("imdb")', set(), set()),  # not seaborn's
+        ('import seaborn as sns\nsns.load_dataset("../../x")', set(), {"seaborn's load_dataset(...)"}),
     ],
 )
 def test_what_a_test_downloads_is_read_from_its_calls(code, seaborn, other):
