@@ -109,7 +109,9 @@ class BwrapSession(HostSession):
 
     def _check_alive(self) -> None:
         if not self.alive():
-            raise SandboxError("the bwrap sandbox has exited (its process was killed)")
+            code = self._keeper.poll()  # which of them went, and how: a kill's signal says who could send it
+            how = "its init is exiting" if code is None else f"signal {-code}" if code < 0 else f"exit {code}"
+            raise SandboxError(f"the bwrap sandbox has exited (its process was killed: {how})")
 
     def _start_runner(self) -> CommandRunner:
         self._check_alive()
